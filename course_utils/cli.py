@@ -1,0 +1,171 @@
+"""``llm-course``: the course's command line.
+
+doctor          versions, device, offline mode, which models are real or stand-ins, caches
+prefetch        download the real models / build the stand-ins now (for air-gapped use later)
+release         regenerate notebooks/ from solutions/ (nbgrader, outputs stripped)
+check-release   fail if notebooks/ is out of sync with solutions/
+selftest        autograde round trip of one or all chapters (solution full, blank 0, wrong answers lose)
+build           percent-format script -> executed solution notebook (authoring)
+execute         re-execute a solution notebook in place (authoring)
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    import platform
+
+    t0 = time.perf_counter()
+    from . import env, paths
+
+    print(f"python        {platform.python_version()} ({sys.executable})")
+    try:
+        import torch
+
+        cuda = torch.cuda.is_available()
+        print(f"torch         {torch.__version__} | cuda available: {cuda} | threads: {torch.get_num_threads()}")
+    except ImportError:
+        print("torch         NOT INSTALLED: run `make install` (CPU build: pip install torch==2.13.0)")
+        return 1
+    import transformers
+
+    print(f"transformers  {transformers.__version__}")
+    for pkg in ("tokenizers", "nbgrader", "nbval"):
+        try:
+            from importlib.metadata import version
+
+            print(f"{pkg:<13} {version(pkg)}")
+        except Exception:
+            print(f"{pkg:<13} not installed")
+    print(f"mode          {'CI (reduced demos)' if env.ci_mode() else 'full'}; "
+          f"{'OFFLINE: stand-in models' if env.offline_mode() else 'online: real models from the hub'}")
+    from . import data, models
+
+    for name in models.MODEL_NAMES:
+        print(f"model         {name:<22} -> {models.describe(name)}")
+    print(f"corpus        {data.describe_corpus()}")
+    print(f"cache         {paths.cache_dir()} (LLM_COURSE_CACHE)")
+    try:
+        from huggingface_hub import constants
+
+        print(f"hf cache      {constants.HF_HUB_CACHE} (HF_HOME)")
+    except Exception:  # pragma: no cover
+        pass
+    try:
+        print(f"checkout      {paths.repo_root()}")
+    except FileNotFoundError as exc:
+        print(f"checkout      {exc}")
+    print(f"(doctor took {time.perf_counter() - t0:.1f} s)")
+    return 0
+
+
+def _prefetch(args: argparse.Namespace) -> int:
+    from . import data, models
+
+    data.shakespeare_dir()
+    for name in args.models or models.MODEL_NAMES:
+        models.load_model(name)
+    return 0
+
+
+def _release(args: argparse.Namespace) -> int:
+    from .release import ReleaseError, release
+
+    try:
+        done = release(args.chapters or None, force=args.force)
+    except ReleaseError as exc:
+        print(f"release refused: {exc}", file=sys.stderr)
+        return 2
+    print("regenerated notebooks/ for: " + ", ".join(done))
+    return 0
+
+
+def _check_release(args: argparse.Namespace) -> int:
+    from .release import ReleaseError, check_release
+
+    try:
+        problems = check_release()
+    except ReleaseError as exc:
+        print(f"check-release: {exc}", file=sys.stderr)
+        return 2
+    if problems:
+        print("notebooks/ is out of sync with solutions/ (run `llm-course release`):", file=sys.stderr)
+        for p in problems:
+            print(f"  - {p}", file=sys.stderr)
+        return 1
+    print("notebooks/ is in sync with solutions/")
+    return 0
+
+
+def _selftest(args: argparse.Namespace) -> int:
+    from .autograde import round_trip
+    from .release import chapters
+
+    failed = 0
+    for ch in args.chapters or chapters():
+        t0 = time.perf_counter()
+        res = round_trip(ch)
+        status = "ok" if not res.problems else "FAIL"
+        print(f"{ch}: {status} ({time.perf_counter() - t0:.0f} s)")
+        for who, cells in res.scores.items():
+            got = sum(s for s, _ in cells.values())
+            mx = sum(m for _, m in cells.values())
+            print(f"    {who:<28} {got:g}/{mx:g}")
+        for p in res.problems:
+            print(f"    - {p}")
+        failed += bool(res.problems)
+    return 1 if failed else 0
+
+
+def _build(args: argparse.Namespace) -> int:
+    from .notebook_tools import build
+
+    build(Path(args.script), Path(args.notebook), run=not args.no_run)
+    return 0
+
+
+def _execute(args: argparse.Namespace) -> int:
+    from .notebook_tools import execute
+
+    for nb in args.notebooks:
+        t0 = time.perf_counter()
+        execute(Path(nb), ci=not args.full)
+        print(f"executed {nb} in {time.perf_counter() - t0:.1f} s")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="llm-course", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("doctor", help="show versions, device, models in use, caches").set_defaults(fn=_doctor)
+    p = sub.add_parser("prefetch", help="download/build every model now for later offline use")
+    p.add_argument("models", nargs="*")
+    p.set_defaults(fn=_prefetch)
+    p = sub.add_parser("release", help="regenerate notebooks/ from solutions/")
+    p.add_argument("chapters", nargs="*")
+    p.add_argument("--force", action="store_true", help="overwrite uncommitted edits in notebooks/")
+    p.set_defaults(fn=_release)
+    sub.add_parser("check-release", help="fail if notebooks/ is out of sync").set_defaults(fn=_check_release)
+    p = sub.add_parser("selftest", help="autograde round trip")
+    p.add_argument("chapters", nargs="*")
+    p.set_defaults(fn=_selftest)
+    p = sub.add_parser("build", help="percent script -> executed solution notebook")
+    p.add_argument("script")
+    p.add_argument("notebook")
+    p.add_argument("--no-run", action="store_true")
+    p.set_defaults(fn=_build)
+    p = sub.add_parser("execute", help="re-execute solution notebooks in place")
+    p.add_argument("notebooks", nargs="+")
+    p.add_argument("--full", action="store_true", help="full mode instead of CI mode")
+    p.set_defaults(fn=_execute)
+    args = parser.parse_args(argv)
+    return int(args.fn(args))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

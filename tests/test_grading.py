@@ -1,0 +1,66 @@
+import numpy as np
+import pytest
+import torch
+
+from course_utils import grading as g
+
+
+def test_check_close_passes_within_tolerance():
+    g.check_close("x", torch.tensor([1.0, 2.0]), [1.0, 2.0 + 1e-9])
+
+
+def test_check_close_names_first_mismatch_and_tolerance():
+    with pytest.raises(AssertionError) as e:
+        g.check_close("A", np.array([[1.0, 2.0], [3.0, 4.0]]), [[1.0, 2.0], [3.0, 4.5]], atol=1e-3)
+    msg = str(e.value)
+    assert "index (1, 1)" in msg and "got 4" in msg and "expected 4.5" in msg and "atol=0.001" in msg
+
+
+def test_check_close_reports_shape_and_none():
+    with pytest.raises(AssertionError, match=r"expected shape \(2,\), got \(3,\)"):
+        g.check_close("v", [1, 2, 3], [1, 2])
+    with pytest.raises(AssertionError, match="forget to `return`"):
+        g.check_close("v", None, [1, 2])
+
+
+def test_check_close_handles_inf_and_nan():
+    g.check_close("m", [0.0, -np.inf], [0.0, -np.inf])
+    with pytest.raises(AssertionError):
+        g.check_close("m", [0.0, np.nan], [0.0, 1.0])
+    with pytest.raises(AssertionError):
+        g.check_close("m", [0.0, -1e9], [0.0, -np.inf])
+
+
+def test_check_close_dtype():
+    with pytest.raises(AssertionError, match="dtype"):
+        g.check_close("t", torch.tensor([1.0], dtype=torch.float64), [1.0], dtype=torch.float32)
+
+
+def test_check_equal_lists_and_types():
+    g.check_equal("ids", [1, 2, 3], [1, 2, 3])
+    with pytest.raises(AssertionError, match="position 2"):
+        g.check_equal("ids", [1, 2, 4], [1, 2, 3])
+    with pytest.raises(AssertionError, match="expected length 3, got 2"):
+        g.check_equal("ids", [1, 2], [1, 2, 3])
+    with pytest.raises(AssertionError, match="expected a str"):
+        g.check_equal("s", 3, "3")
+
+
+def test_check_equal_rejects_always_equal_objects():
+    class Liar:
+        def __eq__(self, other):
+            return True
+
+    with pytest.raises(AssertionError):
+        g.check_equal("x", Liar(), 3)
+
+
+def test_untampered_detects_replaced_functions(monkeypatch):
+    g.assert_untampered()
+    monkeypatch.setattr(np, "allclose", lambda *a, **k: True)
+    with pytest.raises(AssertionError, match="np.allclose was replaced"):
+        g.assert_untampered()
+    monkeypatch.undo()
+    monkeypatch.setattr(g, "check_close", lambda *a, **k: None)
+    with pytest.raises(AssertionError, match="check_close was replaced"):
+        g.assert_untampered()

@@ -1,0 +1,63 @@
+"""Every chapter: notebook shape (badge, setup, points, hidden tests, no stderr) and the autograde round trip."""
+import json
+from pathlib import Path
+
+import pytest
+
+from course_utils.autograde import load_variants, round_trip
+from course_utils.release import chapters
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTERS = chapters(ROOT)
+
+
+def _nb(ch):
+    return json.loads((ROOT / "solutions" / ch / f"{ch}.ipynb").read_text())
+
+
+def _meta(c):
+    return c.get("metadata", {}).get("nbgrader", {})
+
+
+def test_there_are_chapters():
+    assert "01_tokenization" in CHAPTERS
+
+
+@pytest.mark.parametrize("ch", CHAPTERS)
+def test_notebook_shape(ch):
+    nb = _nb(ch)
+    cells = nb["cells"]
+    text = "".join("".join(c["source"]) for c in cells[:3])
+    assert "colab.research.google.com" in text, "Colab badge missing at the top"
+    assert "Book" in text, "the first cells must name the book sections"
+    first_code = next(c for c in cells if c["cell_type"] == "code")
+    assert "course_utils.setup(" in "".join(first_code["source"]), "first code cell must be the setup cell"
+    tests = [c for c in cells if _meta(c).get("grade") and not _meta(c).get("solution")]
+    written = [c for c in cells if _meta(c).get("grade") and _meta(c).get("solution") and c["cell_type"] == "markdown"]
+    answers = [c for c in cells if _meta(c).get("solution") and c["cell_type"] == "code"]
+    assert len(answers) >= 2 and len(tests) >= 2, "each chapter has graded exercises"
+    assert written, "each chapter has a manually graded written question"
+    for c in tests:
+        src = "".join(c["source"])
+        assert _meta(c).get("points", 0) > 0, f"{_meta(c)['grade_id']}: no points"
+        assert "BEGIN HIDDEN TESTS" in src, f"{_meta(c)['grade_id']}: no hidden tests"
+        assert _meta(c).get("locked"), f"{_meta(c)['grade_id']}: test cells must be locked"
+    for c in cells:
+        for o in c.get("outputs", []):
+            assert not (o.get("output_type") == "stream" and o.get("name") == "stderr"), (
+                f"stderr output stored in {ch}: {''.join(o.get('text', ''))[:200]}")
+            assert o.get("output_type") != "error", f"error output stored in {ch}"
+    assert any("nbval-check-output" in c.get("metadata", {}).get("tags", []) for c in cells), (
+        "no cell's output is checked by nbval")
+
+
+@pytest.mark.parametrize("ch", CHAPTERS)
+def test_wrong_answers_exist(ch):
+    assert load_variants(ch, ROOT), f"tests/wrong_answers/{ch}.py is missing or empty"
+
+
+@pytest.mark.parametrize("ch", CHAPTERS)
+def test_autograde_round_trip(ch):
+    res = round_trip(ch)
+    summary = {who: f"{sum(s for s, _ in c.values()):g}/{sum(m for _, m in c.values()):g}" for who, c in res.scores.items()}
+    assert not res.problems, f"{summary}\n" + "\n".join(res.problems) + "\n--- nbgrader log ---\n" + res.log[-3000:]
