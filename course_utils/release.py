@@ -66,7 +66,9 @@ def release(only: list[str] | None = None, force: bool = False, root: Path | Non
     Refuses (unless ``force``) when ``notebooks/`` holds uncommitted edits: they would be lost.
     """
     root = root or repo_root()
-    dirty = _dirty_notebooks(root)
+    todo = only or chapters(root)
+    dirty = [p for p in _dirty_notebooks(root) if any(p.startswith(f"notebooks/{ch}/") or p == f"notebooks/{ch}"
+                                                     or p == "notebooks/" for ch in todo)]
     if dirty and not force:
         raise ReleaseError(
             "notebooks/ has uncommitted changes that a release would overwrite:\n  "
@@ -75,7 +77,6 @@ def release(only: list[str] | None = None, force: bool = False, root: Path | Non
             "discard the changes in notebooks/ (git checkout -- notebooks) and run release again "
             "(or pass --force to overwrite them)."
         )
-    todo = only or chapters(root)
     unknown = sorted(set(todo) - set(chapters(root)))
     if unknown:
         raise ReleaseError(f"no solution notebook for {unknown}; chapters are: {', '.join(chapters(root))}")

@@ -1,0 +1,39 @@
+"""Plausible wrong answers for 05_rope: each must lose the points of the test cells it names."""
+
+VARIANTS = [
+    {   # sign error: R(-theta) instead of R(theta)
+        "name": "rotate_2d_clockwise",
+        "cells": {"ex1_rotate_2d": [("x1 * c - x2 * s, x1 * s + x2 * c", "x1 * c + x2 * s, -x1 * s + x2 * c")]},
+        "loses": ["test_ex1_rotate_2d"],
+    },
+    {   # pairs (j, j + d/2) as in transformers, instead of the book's neighbouring pairs (2j, 2j+1)
+        "name": "rope_rotate_half_pairs",
+        "cells": {"ex2_rope_apply": [
+            ("x[..., 0::2], x[..., 1::2]", "x[..., : d // 2], x[..., d // 2 :]"),
+            ("out[..., 0::2]", "out[..., : d // 2]"),
+            ("out[..., 1::2]", "out[..., d // 2 :]"),
+        ]},
+        "loses": ["test_ex2_rope_apply"],
+    },
+    {   # frequency exponent j/d with j = 0, 1, ... (forgets the factor 2): omega_1 = 0.1 instead of 0.01
+        "name": "rope_frequency_exponent_without_2",
+        "cells": {"ex2_rope_apply": [("torch.arange(0, d, 2, dtype=torch.float64", "torch.arange(0, d // 2, 1, dtype=torch.float64")]},
+        "loses": ["test_ex2_rope_apply"],
+    },
+    {   # uses 0, 1, ..., seq-1 whatever positions are passed: passes the book example, fails elsewhere
+        "name": "rope_ignores_positions",
+        "cells": {"ex2_rope_apply": [
+            ("pos = torch.as_tensor(positions, dtype=torch.float64, device=x.device)",
+             "pos = torch.arange(x.shape[-2], dtype=torch.float64, device=x.device)"),
+        ]},
+        "loses": ["test_ex2_rope_apply"],
+    },
+    {   # the inverse permutation (rotate-half layout -> interleaved); identical to the right one for d = 4
+        "name": "perm_inverse_direction",
+        "cells": {"ex3_interleaved_to_half": (
+            "def interleaved_to_half(d):\n"
+            "    return torch.arange(d).reshape(2, d // 2).T.reshape(-1)\n"
+        )},
+        "loses": ["test_ex3_interleaved_to_half"],
+    },
+]
