@@ -10,6 +10,13 @@ For one chapter, in a temporary nbgrader course directory (with a gradebook data
 * ``wrong_*``: plausible wrong answers (``tests/wrong_answers/<chapter>.py``) must lose the
   points of the test cells they name.
 
+To keep the suite fast, variants that replace different cells and name different test cells
+are graded together in one submission (``separate=True`` grades each alone, as
+``llm-course selftest --separate`` does). Grouping cannot hide a missed wrong answer behind
+another one, because every test cell *not* named by a group's variants must keep full marks:
+a wrong answer that leaks into another exercise's test is reported. A variant with
+``"alone": True`` is always graded by itself.
+
 Used by ``tests/test_autograde.py`` and ``llm-course selftest``.
 """
 from __future__ import annotations
@@ -42,6 +49,7 @@ class Variant:
     name: str
     cells: dict[str, Any]
     loses: list[str]
+    alone: bool = False
 
 
 @dataclass
@@ -63,7 +71,27 @@ def load_variants(chapter: str, root: Path | None = None) -> list[Variant]:
     if not path.is_file():
         return []
     ns = runpy.run_path(str(path))
-    return [Variant(v["name"], v["cells"], list(v["loses"])) for v in ns["VARIANTS"]]
+    return [Variant(v["name"], v["cells"], list(v["loses"]), bool(v.get("alone", False))) for v in ns["VARIANTS"]]
+
+
+def group_variants(variants: list[Variant], separate: bool = False) -> list[list[Variant]]:
+    """Greedy grouping of variants whose replaced cells and targeted test cells are disjoint."""
+    groups: list[list[Variant]] = []
+    for v in variants:
+        if not separate and not v.alone:
+            for g in groups:
+                if any(w.alone for w in g):
+                    continue
+                cells = {c for w in g for c in w.cells}
+                loses = {t for w in g for t in w.loses}
+                if not (cells & set(v.cells)) and not (loses & set(v.loses)):
+                    g.append(v)
+                    break
+            else:
+                groups.append([v])
+        else:
+            groups.append([v])
+    return groups
 
 
 def _fill(student: dict, source: dict, replace: dict[str, Any] | None = None) -> dict:
@@ -109,7 +137,8 @@ def _with_noise(nb: dict) -> dict:
     return nb
 
 
-def round_trip(chapter: str, workdir: Path | None = None, timeout: int = 1500) -> RoundTripResult:
+def round_trip(chapter: str, workdir: Path | None = None, timeout: int = 1500,
+               separate: bool = False) -> RoundTripResult:
     """Run the round trip for ``chapter`` and return scores and problems (empty = pass)."""
     root = repo_root()
     result = RoundTripResult(chapter)
@@ -140,8 +169,10 @@ def round_trip(chapter: str, workdir: Path | None = None, timeout: int = 1500) -
             "solution": _with_noise(_fill(student, source)),
             "blank": _cheat(student),
         }
-        for v in variants:
-            submissions[f"wrong_{v.name}"] = _fill(student, source, v.cells)
+        groups = group_variants(variants, separate)
+        for i, g in enumerate(groups):
+            cells = {k: val for v in g for k, val in v.cells.items()}
+            submissions[f"wrong_{i:02d}"] = _fill(student, source, cells)
         for who, nb in submissions.items():
             d = course / "submitted" / who / chapter
             d.mkdir(parents=True, exist_ok=True)
@@ -162,13 +193,22 @@ def round_trip(chapter: str, workdir: Path | None = None, timeout: int = 1500) -
         for gid, (score, mx) in blank.items():
             if score != 0:
                 result.problems.append(f"blank notebook: test cell {gid} scored {score}/{mx} (expected 0)")
-        for v in variants:
-            got = result.scores[f"wrong_{v.name}"]
-            for gid in v.loses:
-                if gid not in got:
-                    result.problems.append(f"variant {v.name}: no test cell {gid}")
-                elif got[gid][0] >= got[gid][1]:
-                    result.problems.append(f"variant {v.name}: test cell {gid} still got full marks")
+        for i, g in enumerate(groups):
+            got = result.scores[f"wrong_{i:02d}"]
+            for v in g:
+                for gid in v.loses:
+                    if gid not in got:
+                        result.problems.append(f"variant {v.name}: no test cell {gid}")
+                    elif got[gid][0] >= got[gid][1]:
+                        result.problems.append(f"variant {v.name}: test cell {gid} still got full marks")
+            if len(g) > 1:
+                targeted = {t for v in g for t in v.loses}
+                for gid, (score, mx) in got.items():
+                    if gid not in targeted and score < mx:
+                        result.problems.append(
+                            f"variants {[v.name for v in g]} (graded together) also lost points in {gid}: "
+                            "a wrong answer leaks into another exercise's test; make the tests independent "
+                            'or mark the variant "alone": True')
         untested = [g for g in tests if tests[g]["cell_type"] == "code" and not any(g in v.loses for v in variants)]
         if untested:
             result.problems.append(f"no wrong-answer variant targets test cell(s) {untested}")

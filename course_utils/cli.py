@@ -108,7 +108,7 @@ def _selftest(args: argparse.Namespace) -> int:
     failed = 0
     for ch in args.chapters or chapters():
         t0 = time.perf_counter()
-        res = round_trip(ch)
+        res = round_trip(ch, separate=args.separate)
         status = "ok" if not res.problems else "FAIL"
         print(f"{ch}: {status} ({time.perf_counter() - t0:.0f} s)")
         for who, cells in res.scores.items():
@@ -153,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("check-release", help="fail if notebooks/ is out of sync").set_defaults(fn=_check_release)
     p = sub.add_parser("selftest", help="autograde round trip")
     p.add_argument("chapters", nargs="*")
+    p.add_argument("--separate", action="store_true", help="grade every wrong-answer variant on its own")
     p.set_defaults(fn=_selftest)
     p = sub.add_parser("build", help="percent script -> executed solution notebook")
     p.add_argument("script")

@@ -64,3 +64,15 @@ def test_untampered_detects_replaced_functions(monkeypatch):
     monkeypatch.setattr(g, "check_close", lambda *a, **k: None)
     with pytest.raises(AssertionError, match="check_close was replaced"):
         g.assert_untampered()
+
+
+def test_variants_are_grouped_only_when_disjoint():
+    from course_utils.autograde import Variant, group_variants
+
+    a = Variant("a", {"ex1": "x"}, ["t1"])
+    b = Variant("b", {"ex2": "x"}, ["t2"])
+    c = Variant("c", {"ex1": "y"}, ["t1"])
+    d = Variant("d", {"ex3": "y"}, ["t3"], alone=True)
+    groups = group_variants([a, b, c, d])
+    assert [[v.name for v in g] for g in groups] == [["a", "b"], ["c"], ["d"]]
+    assert len(group_variants([a, b, c, d], separate=True)) == 4

@@ -1,0 +1,42 @@
+"""Plausible wrong answers for 02_bert_embeddings_attention: each must lose the points of the test cells it names."""
+
+VARIANTS = [
+    # Exercise 1: input embeddings
+    {"name": "embeddings_without_segment",          # forgets E_seg ("segment 0 carries no information")
+     "cells": {"ex1_embeddings": [("\n         + emb.token_type_embeddings.weight[token_type_ids])", ")")]},
+     "loses": ["test_ex1_embeddings"]},
+    {"name": "layernorm_unbiased_variance",         # torch.var divides by D-1 by default
+     "cells": {"ex1_embeddings": [("var = ((x - mu) ** 2).mean(dim=-1, keepdim=True)",
+                                   "var = x.var(dim=-1, keepdim=True)")]},
+     "loses": ["test_ex1_embeddings"]},
+    {"name": "layernorm_hardcoded_eps",             # copies BERT's 1e-12 instead of reading the module's eps
+     "cells": {"ex1_embeddings": [("torch.sqrt(var + ln.eps)", "torch.sqrt(var + 1e-12)")]},
+     "loses": ["test_ex1_embeddings"]},
+    # Exercise 2: PCA
+    {"name": "pca_without_centering",
+     "cells": {"ex2_pca": [("Xc = X - X.mean(axis=0)", "Xc = X")]},
+     "loses": ["test_ex2_pca"]},
+    {"name": "pca_eigh_smallest_components",        # np.linalg.eigh sorts eigenvalues in ascending order
+     "cells": {"ex2_pca": (
+         "def pca_2d(X, k=2):\n"
+         "    X = np.asarray(X, dtype=np.float64)\n"
+         "    Xc = X - X.mean(axis=0)\n"
+         "    evals, evecs = np.linalg.eigh(Xc.T @ Xc)\n"
+         "    scores = Xc @ evecs[:, :k]\n"
+         "    ratio = evals[:k] / evals.sum()\n"
+         "    return scores, ratio\n")},
+     "loses": ["test_ex2_pca"]},
+    # Exercise 3: one head's attention
+    {"name": "attention_scaled_by_sqrt_D",          # sqrt of the model width instead of the head size
+     "cells": {"ex3_head_attention": [("/ d_k ** 0.5", "/ hidden_states.shape[-1] ** 0.5")]},
+     "loses": ["test_ex3_head_attention"]},
+    {"name": "attention_mask_ignored",              # right on the unpadded visible test, wrong on padded batches
+     "cells": {"ex3_head_attention": [
+         ("    if attention_mask is not None:\n"
+          "        scores = scores.masked_fill(attention_mask[:, None, :] == 0, float(\"-inf\"))\n", "")]},
+     "loses": ["test_ex3_head_attention"]},
+    {"name": "attention_interleaved_head_features",  # head h taken as features h, h+H, h+2H, ...
+     "cells": {"ex3_head_attention": [("rows = slice(head * d_k, (head + 1) * d_k)",
+                                       "rows = slice(head, None, num_heads)")]},
+     "loses": ["test_ex3_head_attention"]},
+]

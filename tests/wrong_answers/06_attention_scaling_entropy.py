@@ -1,0 +1,59 @@
+"""Plausible wrong answers for chapter 06 (attention scaling, temperature, entropy).
+
+The four exercises are tested independently (each test cell builds its own inputs), so one
+submission can carry one mistake per exercise and must lose the points of every exercise: five
+submissions cover fourteen distinct mistakes while keeping the autograde round trip short.
+"""
+
+# One mistake per exercise; each dict maps a solution cell to its wrong version.
+ENTROPY = {
+    "naive_plogp": "def entropy(p, dim=-1):\n    return -(p * torch.log(p)).sum(dim=dim)\n",        # nan at p = 0
+    "bits": "def entropy(p, dim=-1):\n    return -torch.xlogy(p, p).sum(dim=dim) / math.log(2)\n",
+    "ignores_dim": [("return -plogp.sum(dim=dim)", "return -plogp.sum(dim=-1)")],
+    "eps_smoothing": "def entropy(p, dim=-1):\n    return -(p * torch.log(p + 1e-3)).sum(dim=dim)\n",
+    "no_minus_sign": [("return -plogp.sum(dim=dim)", "return plogp.sum(dim=dim)")],
+}
+SOFTMAX = {
+    "no_max_shift": [("z = z - z.amax(dim=dim, keepdim=True)\n", "")],
+    "multiplies_by_tau": [("z = x / tau", "z = x * tau")],
+    # right on the visible inputs, nan on rows whose logits are far below the global max
+    "global_max": [("z = z - z.amax(dim=dim, keepdim=True)", "z = z - z.max()")],
+    "calls_library": "def tempered_softmax(x, tau=1.0, dim=-1):\n"
+                     "    if tau <= 0:\n        raise ValueError('tau must be positive')\n"
+                     "    return torch.softmax(x / tau, dim=dim)\n",
+    "no_tau_check": [("    if not tau > 0:\n        raise ValueError(f\"temperature must be positive, got {tau}\")\n", "")],
+}
+VARIANCE = {
+    "divides_by_d_k": [("(raw / math.sqrt(d_k)).std()", "(raw / d_k).std()")],
+    "query_equals_key": [("k = torch.randn(n_pairs, d_k, generator=generator)", "k = q")],
+    "global_rng": [("q = torch.randn(n_pairs, d_k, generator=generator)", "q = torch.randn(n_pairs, d_k)"),
+                   ("k = torch.randn(n_pairs, d_k, generator=generator)", "k = torch.randn(n_pairs, d_k)")],
+    "returns_variance": [("rows.append([raw.std().item(), (raw / math.sqrt(d_k)).std().item()])",
+                          "rows.append([raw.var().item(), (raw / math.sqrt(d_k)).var().item()])")],
+    # right statistics, but not the stated protocol (hidden tests only)
+    "full_score_matrix": [("raw = (q * k).sum(dim=-1)", "raw = (q[:64] @ k[:64].T).flatten()")],
+}
+JACOBIAN = {
+    "diagonal_only": [("return torch.diag(p) - torch.outer(p, p)", "return torch.diag(p * (1 - p))")],
+    "scores_not_probs": [("return torch.diag(p) - torch.outer(p, p)", "return torch.diag(z) - torch.outer(z, z)")],
+    "via_autograd": "def softmax_jacobian(z):\n"
+                    "    return torch.autograd.functional.jacobian(lambda t: torch.softmax(t, -1), z)\n",
+    "plus_sign": [("return torch.diag(p) - torch.outer(p, p)", "return torch.diag(p) + torch.outer(p, p)")],
+}
+
+COMBOS = [  # (entropy, softmax, variance, jacobian)
+    ("naive_plogp", "no_max_shift", "divides_by_d_k", "diagonal_only"),
+    ("bits", "multiplies_by_tau", "query_equals_key", "scores_not_probs"),
+    ("ignores_dim", "global_max", "global_rng", "via_autograd"),
+    ("eps_smoothing", "calls_library", "returns_variance", "plus_sign"),
+    ("no_minus_sign", "no_tau_check", "full_score_matrix", "diagonal_only"),
+]
+
+VARIANTS = [
+    {"name": f"{e}-{s}-{v}-{j}",
+     "cells": {"ex1_entropy": ENTROPY[e], "ex2_tempered_softmax": SOFTMAX[s],
+               "ex3_score_std_table": VARIANCE[v], "ex4_softmax_jacobian": JACOBIAN[j]},
+     "loses": ["test_ex1_entropy", "test_ex2_tempered_softmax", "test_ex3_score_std_table",
+               "test_ex4_softmax_jacobian"]}
+    for e, s, v, j in COMBOS
+]
