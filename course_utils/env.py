@@ -78,13 +78,18 @@ def setup(seed: int = 0, prefer_gpu: bool = False, quiet: bool = False) -> str:
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     warnings.filterwarnings("ignore", category=UserWarning, module=r"(transformers|torch|sklearn)")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    try:
+    # Read by transformers / huggingface_hub when they are imported (importing them here would
+    # cost seconds in chapters that never use them).
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    import sys
+
+    if "transformers" in sys.modules:
         from transformers.utils import logging as hf_logging
 
         hf_logging.set_verbosity_error()
         hf_logging.disable_progress_bar()
-    except ImportError:  # pragma: no cover
-        pass
     seed_everything(seed)
     device = pick_device(prefer_gpu)
     if not quiet:
