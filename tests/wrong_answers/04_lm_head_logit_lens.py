@@ -1,0 +1,32 @@
+"""Plausible wrong answers for 04_lm_head_logit_lens: each must lose the points of the test cells it names."""
+
+VARIANTS = [
+    # Exercise 1: next-token logits from the last hidden state
+    {"name": "logits_ln_f_twice",                   # does not know last_hidden_state is already normalised
+     "cells": {"ex1_logits": [("h_last = h[:, -1, :]", "h_last = model.transformer.ln_f(h[:, -1, :])")]},
+     "loses": ["test_ex1_logits"]},
+    {"name": "logits_call_lm_head",                 # right numbers, but uses the head instead of E^T
+     "cells": {"ex1_logits": [("return h_last @ model.transformer.wte.weight.T", "return model.lm_head(h_last)")]},
+     "loses": ["test_ex1_logits"]},
+    # Exercise 2: softmax by hand
+    {"name": "softmax_no_max_shift",                # overflows to inf/nan on large logits
+     "cells": {"ex2_softmax": [("e = torch.exp(logits - m)", "e = torch.exp(logits)")]},
+     "loses": ["test_ex2_softmax"]},
+    {"name": "softmax_sum_over_everything",         # one normaliser for the whole tensor, not per row
+     "cells": {"ex2_softmax": [("return e / e.sum(dim=-1, keepdim=True)", "return e / e.sum()")]},
+     "loses": ["test_ex2_softmax"]},
+    {"name": "softmax_library_call",                # calls the library instead of computing it
+     "cells": {"ex2_softmax": [("return e / e.sum(dim=-1, keepdim=True)", "return torch.softmax(logits, dim=-1)")]},
+     "loses": ["test_ex2_softmax"]},
+    # Exercise 3: the logit lens
+    {"name": "lens_without_ln_f",                   # the seed's literal recipe h_l @ E^T
+     "cells": {"ex3_logit_lens": [("        if layer < n_blocks:                       # hidden_states[-1] already went through ln_f\n"
+                                   "            h = model.transformer.ln_f(h)\n", "")]},
+     "loses": ["test_ex3_logit_lens"]},
+    {"name": "lens_ln_f_on_every_row",              # also normalises hidden_states[-1] a second time
+     "cells": {"ex3_logit_lens": [("if layer < n_blocks:", "if True:")]},
+     "loses": ["test_ex3_logit_lens"]},
+    {"name": "lens_skips_embeddings",               # returns L rows, forgetting hidden_states[0]
+     "cells": {"ex3_logit_lens": [("for layer, h in enumerate(hidden):", "for layer, h in enumerate(hidden[1:], start=1):")]},
+     "loses": ["test_ex3_logit_lens"]},
+]
