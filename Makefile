@@ -27,8 +27,11 @@ install: $(STAMP)
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab notebooks/
 
+# Two workers; --dist loadscope keeps each notebook's cells (and each chapter's round trip) in one worker.
+JOBS ?= 2
 test: $(STAMP)
-	$(TEST_ENV) $(PY) -m pytest tests solutions --nbval-lax --nbval-current-env --nbval-cell-timeout=300 -q -rfE
+	$(TEST_ENV) $(PY) -m pytest tests solutions --nbval-lax --nbval-current-env --nbval-cell-timeout=300 \
+	  -n $(JOBS) --dist loadscope -q -rfE --durations=15
 
 doctor: $(STAMP)
 	$(VENV)/bin/llm-course doctor

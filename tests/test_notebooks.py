@@ -56,8 +56,14 @@ def test_wrong_answers_exist(ch):
     assert load_variants(ch, ROOT), f"tests/wrong_answers/{ch}.py is missing or empty"
 
 
-@pytest.mark.parametrize("ch", CHAPTERS)
-def test_autograde_round_trip(ch):
+def _round_trip(ch):
     res = round_trip(ch)
     summary = {who: f"{sum(s for s, _ in c.values()):g}/{sum(m for _, m in c.values()):g}" for who, c in res.scores.items()}
     assert not res.problems, f"{summary}\n" + "\n".join(res.problems) + "\n--- nbgrader log ---\n" + res.log[-3000:]
+
+
+# One class per chapter, so that `pytest -n 2 --dist loadscope` spreads the (slow) round trips
+# over the workers while each stays in one piece.
+for _ch in CHAPTERS:
+    _name = "TestAutograde_" + _ch
+    globals()[_name] = type(_name, (), {"test_round_trip": lambda self, ch=_ch: _round_trip(ch)})
