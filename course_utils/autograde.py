@@ -146,7 +146,11 @@ def round_trip(chapter: str, workdir: Path | None = None, timeout: int = 1500,
     course = Path(tmp_ctx.name if tmp_ctx else workdir)
     try:
         shutil.copytree(root / "solutions" / chapter, course / "solutions" / chapter)
-        env = dict(os.environ, LLM_COURSE_NBGRADER_ROOT=str(course))
+        # nbgrader runs the `alembic` executable (gradebook migrations) from PATH: put this
+        # interpreter's scripts folder first, so it works without an activated virtualenv.
+        scripts = str(Path(sys.executable).parent)
+        env = dict(os.environ, LLM_COURSE_NBGRADER_ROOT=str(course),
+                   PATH=scripts + os.pathsep + os.environ.get("PATH", ""))
         env.setdefault("LLM_COURSE_CI", "1")
         base = [sys.executable, "-m", "nbgrader"]
         shutil.copy(root / "nbgrader_config.py", course / "nbgrader_config.py")
