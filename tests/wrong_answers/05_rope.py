@@ -28,6 +28,18 @@ VARIANTS = [
         ]},
         "loses": ["test_ex2_rope_apply"],
     },
+    {   # lets the library do the work: correct numbers, but not the student's own rotation
+        "name": "rope_calls_library",
+        "cells": {"ex2_rope_apply": (
+            "def rope_apply(x, positions, base=10000.0):\n"
+            "    d = x.shape[-1]\n"
+            "    if d % 2:\n"
+            "        raise ValueError('d must be even')\n"
+            "    perm = torch.cat([torch.arange(0, d, 2), torch.arange(1, d, 2)])\n"
+            "    return library_rope(x[..., perm], positions, base)[..., torch.argsort(perm)]\n"
+        )},
+        "loses": ["test_ex2_rope_apply"],
+    },
     {   # the inverse permutation (rotate-half layout -> interleaved); identical to the right one for d = 4
         "name": "perm_inverse_direction",
         "cells": {"ex3_interleaved_to_half": (

@@ -8,6 +8,18 @@ _DENSE_MOE = '''def moe_forward(x, topk_idx, gates, experts):
     return (dense_gates[..., None] * outs).sum(dim=1)
 '''
 
+_PARAMS_VIA_MODEL = '''def moe_param_counts(config):
+    # builds the model on the meta device and counts (right numbers, but not the formula the exercise asks for)
+    from transformers import MixtralConfig
+    from transformers.models.mixtral.modeling_mixtral import MixtralForCausalLM
+    cfg = config if isinstance(config, MixtralConfig) else MixtralConfig(**vars(config))
+    with torch.device("meta"):
+        model = MixtralForCausalLM(cfg)
+    total = sum(p.numel() for p in model.parameters())
+    experts = sum(p.numel() for n, p in model.named_parameters() if ".experts." in n)
+    return total, total - experts + experts * cfg.num_experts_per_tok // cfg.num_local_experts
+'''
+
 VARIANTS = [
     # Exercise 1: routing
     {"name": "route_gates_not_renormalised",
@@ -52,6 +64,9 @@ VARIANTS = [
      "loses": ["test_ex5_param_counts"]},
     {"name": "params_ignore_grouped_query_attention",
      "cells": {"ex5_param_counts": [("2 * d * config.num_key_value_heads * hd", "2 * d * config.num_attention_heads * hd")]},
+     "loses": ["test_ex5_param_counts"]},
+    {"name": "params_via_meta_model",
+     "cells": {"ex5_param_counts": _PARAMS_VIA_MODEL},
      "loses": ["test_ex5_param_counts"]},
     {"name": "params_ignore_tied_embeddings",         # passes the visible test (Mixtral is untied)
      "cells": {"ex5_param_counts": [("(1 if config.tie_word_embeddings else 2)", "2")]},
