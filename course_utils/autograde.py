@@ -17,7 +17,7 @@ another one, because every test cell *not* named by a group's variants must keep
 a wrong answer that leaks into another exercise's test is reported. A variant with
 ``"alone": True`` is always graded by itself.
 
-Used by ``tests/test_autograde.py`` and ``llm-course selftest``.
+Used by ``tests/test_notebooks.py`` and ``llm-course selftest``.
 """
 from __future__ import annotations
 
@@ -77,20 +77,18 @@ def load_variants(chapter: str, root: Path | None = None) -> list[Variant]:
 def group_variants(variants: list[Variant], separate: bool = False) -> list[list[Variant]]:
     """Greedy grouping of variants whose replaced cells and targeted test cells are disjoint."""
     groups: list[list[Variant]] = []
+    shared: list[list[Variant]] = []  # the groups that may take more variants
     for v in variants:
-        if not separate and not v.alone:
-            for g in groups:
-                if any(w.alone for w in g):
-                    continue
-                cells = {c for w in g for c in w.cells}
-                loses = {t for w in g for t in w.loses}
-                if not (cells & set(v.cells)) and not (loses & set(v.loses)):
-                    g.append(v)
-                    break
-            else:
-                groups.append([v])
-        else:
+        if separate or v.alone:
             groups.append([v])
+            continue
+        for g in shared:
+            if not {c for w in g for c in w.cells} & set(v.cells) and not {t for w in g for t in w.loses} & set(v.loses):
+                g.append(v)
+                break
+        else:
+            shared.append([v])
+            groups.append(shared[-1])
     return groups
 
 

@@ -64,12 +64,14 @@ def _dirty_notebooks(root: Path) -> list[str]:
 def release(only: list[str] | None = None, force: bool = False, root: Path | None = None) -> list[str]:
     """Regenerate ``notebooks/`` from ``solutions/``; returns the chapters written.
 
-    Refuses (unless ``force``) when ``notebooks/`` holds uncommitted edits: they would be lost.
+    Refuses (unless ``force``) when the ``notebooks/<chapter>`` folders it would rewrite hold
+    uncommitted edits: they would be lost.
     """
     root = root or repo_root()
     todo = only or chapters(root)
-    dirty = [p for p in _dirty_notebooks(root) if any(p.startswith(f"notebooks/{ch}/") or p == f"notebooks/{ch}"
-                                                     or p == "notebooks/" for ch in todo)]
+    folders = [f"notebooks/{ch}" for ch in todo]
+    dirty = [p for p in _dirty_notebooks(root)  # "notebooks/" itself when the whole folder is untracked
+             if p == "notebooks/" or any(p.rstrip("/") == f or p.startswith(f + "/") for f in folders)]
     if dirty and not force:
         raise ReleaseError(
             "notebooks/ has uncommitted changes that a release would overwrite:\n  "
