@@ -116,6 +116,19 @@ def _fill(student: dict, source: dict, replace: dict[str, Any] | None = None) ->
     return nb
 
 
+def _first_error(path: Path) -> str:
+    """``ename: evalue`` of the first error output in an autograded notebook (for messages)."""
+    try:
+        nb = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        return f"(no autograded notebook: {exc})"
+    for i, cell in enumerate(nb["cells"]):
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error":
+                return f"cell {i}: {out.get('ename')}: {str(out.get('evalue'))[:300]}"
+    return "(none recorded)"
+
+
 def _cheat(student: dict) -> dict:
     """Blank notebook plus two cheats: skip-execution on every test cell, and one test cell deleted."""
     nb = copy.deepcopy(student)
@@ -142,6 +155,7 @@ def round_trip(chapter: str, workdir: Path | None = None, timeout: int = 1500,
     result = RoundTripResult(chapter)
     tmp_ctx = tempfile.TemporaryDirectory(prefix=f"autograde-{chapter}-") if workdir is None else None
     course = Path(tmp_ctx.name if tmp_ctx else workdir)
+    sockdir: str | None = None
     try:
         shutil.copytree(root / "solutions" / chapter, course / "solutions" / chapter)
         # nbgrader runs the `alembic` executable (gradebook migrations) from PATH: put this
@@ -152,7 +166,14 @@ def round_trip(chapter: str, workdir: Path | None = None, timeout: int = 1500,
         env.setdefault("LLM_COURSE_CI", "1")
         base = [sys.executable, "-m", "nbgrader"]
         shutil.copy(root / "nbgrader_config.py", course / "nbgrader_config.py")
-        cfg = [f"--CourseDirectory.root={course}", "--log-level=WARN"]
+        cfg = [f"--CourseDirectory.root={course}", "--log-level=WARN",
+               # The other pytest worker starts kernels too: a failed kernel start (a TCP port
+               # taken between jupyter_client's pick and the kernel's bind) is retried, and on
+               # POSIX kernels talk over IPC sockets in a private folder (no ports at all).
+               "--Execute.execute_retries=2"]
+        if os.name == "posix":
+            sockdir = tempfile.mkdtemp(prefix="nbk-")
+            cfg += ["--KernelManager.transport=ipc", f"--KernelManager.ip={os.path.join(sockdir, 'k')}"]
 
         def run(*args: str) -> None:
             res = subprocess.run([*base, *args, *cfg], cwd=course, env=env, capture_output=True, text=True,
@@ -192,6 +213,9 @@ def round_trip(chapter: str, workdir: Path | None = None, timeout: int = 1500,
         for gid, (score, mx) in sol.items():
             if score < mx:
                 result.problems.append(f"solution: test cell {gid} scored {score}/{mx} (expected full marks)")
+        if any(score < mx for score, mx in sol.values()):
+            result.problems.append("solution: first error: " + _first_error(
+                course / "autograded" / "solution" / chapter / f"{chapter}.ipynb"))
         for gid, (score, mx) in blank.items():
             if score != 0:
                 result.problems.append(f"blank notebook: test cell {gid} scored {score}/{mx} (expected 0)")
@@ -218,3 +242,5 @@ def round_trip(chapter: str, workdir: Path | None = None, timeout: int = 1500,
     finally:
         if tmp_ctx is not None:
             tmp_ctx.cleanup()
+        if sockdir is not None:
+            shutil.rmtree(sockdir, ignore_errors=True)

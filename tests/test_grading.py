@@ -76,3 +76,21 @@ def test_variants_are_grouped_only_when_disjoint():
     groups = group_variants([a, b, c, d])
     assert [[v.name for v in g] for g in groups] == [["a", "b"], ["c"], ["d"]]
     assert len(group_variants([a, b, c, d], separate=True)) == 4
+
+
+def test_first_error_names_cell_and_exception(tmp_path):
+    import json
+
+    from course_utils.autograde import _first_error
+
+    nb = {"cells": [{"cell_type": "markdown", "source": "x"},
+                    {"cell_type": "code", "outputs": [{"output_type": "stream", "name": "stdout", "text": "hi"}]},
+                    {"cell_type": "code", "outputs": [{"output_type": "error", "ename": "HubUnreachable",
+                                                       "evalue": "set LLM_COURSE_OFFLINE=1", "traceback": []}]}]}
+    p = tmp_path / "nb.ipynb"
+    p.write_text(json.dumps(nb))
+    assert _first_error(p) == "cell 2: HubUnreachable: set LLM_COURSE_OFFLINE=1"
+    nb["cells"].pop()
+    p.write_text(json.dumps(nb))
+    assert _first_error(p) == "(none recorded)"
+    assert _first_error(tmp_path / "missing.ipynb").startswith("(no autograded notebook")
