@@ -22,7 +22,13 @@ from nbgrader.preprocessors import (  # noqa: E402
 )
 from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
 
-from course_utils.nbgrader_ext import StderrToStdout, StripExecutionTags  # noqa: E402
+from course_utils.nbgrader_ext import (  # noqa: E402
+    AppendIntegrityCheck,
+    FlagKernelHooks,
+    RequireIntegrityCheck,
+    StderrToStdout,
+    StripExecutionTags,
+)
 
 c = get_config()  # noqa: F821  (provided by traitlets when nbgrader loads this file)
 
@@ -41,9 +47,10 @@ c.ClearHiddenTests.end_test_delimeter = "END HIDDEN TESTS"
 # Execution limits (seconds per cell); a heavy cell in full mode stays well under this.
 c.Execute.timeout = 300
 c.Execute.interrupt_on_timeout = True
-c.Execute.skip_cells_with_tag = "course-internal-never-skip"
 
-# Autograding: re-add deleted graded cells, strip skip tags, keep warnings from zeroing tests.
+# Autograding (see course_utils/nbgrader_ext.py and README "Grading integrity"): re-add deleted
+# graded cells, strip every tag (tags can skip cells), zero submissions that use kernel hooks,
+# require each test cell to run to its end, keep library warnings from zeroing tests.
 c.OverwriteCells.add_missing_cells = True
 c.Autograde.sanitize_preprocessors = [
     ClearOutput,
@@ -51,10 +58,13 @@ c.Autograde.sanitize_preprocessors = [
     OverwriteKernelspec,
     OverwriteCells,
     StripExecutionTags,
+    FlagKernelHooks,
+    AppendIntegrityCheck,
     CheckCellMetadata,
 ]
 c.Autograde.autograde_preprocessors = [
     Execute,
+    RequireIntegrityCheck,
     StderrToStdout,
     IgnorePattern,
     ClearMetadataPreprocessor,

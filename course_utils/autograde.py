@@ -31,12 +31,13 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .paths import repo_root
 
-NOISY_CELL = (
-    "# (round-trip check) simulate a library that writes warnings to stderr in every later cell\n"
+# IPython startup file of the grading kernels: a library that writes a warning to stderr after
+# every cell (stock nbgrader would give 0 to a correct test cell for that).
+STDERR_NOISE = (
     "import sys as _sys\n"
     "get_ipython().events.register('post_run_cell', lambda *_: print('SomeLibWarning: harmless', file=_sys.stderr))\n"
 )
@@ -130,22 +131,81 @@ def _first_error(path: Path) -> str:
 
 
 def _cheat(student: dict) -> dict:
-    """Blank notebook plus two cheats: skip-execution on every test cell, and one test cell deleted."""
+    """Blank notebook plus two cheats: execution-changing tags on every test cell, one test cell deleted."""
     nb = copy.deepcopy(student)
     tests = [c for c in nb["cells"] if _nbgrader_meta(c).get("grade") and not _nbgrader_meta(c).get("solution")]
     for c in tests:
-        c.setdefault("metadata", {}).setdefault("tags", []).append("skip-execution")
+        c.setdefault("metadata", {}).setdefault("tags", []).extend(["skip-execution", "raises-exception"])
     if tests:
         nb["cells"].remove(tests[-1])
     return nb
 
 
-def _with_noise(nb: dict) -> dict:
-    nb = copy.deepcopy(nb)
-    first_code = next(i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code")
-    nb["cells"].insert(first_code + 1, {"cell_type": "code", "execution_count": None, "metadata": {},
-                                         "outputs": [], "source": NOISY_CELL})
-    return nb
+def autograde_submissions(course: Path, source_folder: Path, chapter: str,
+                          build: Callable[[dict, dict], dict[str, dict]], timeout: int = 1500,
+                          log: list[str] | None = None) -> dict[str, dict[str, tuple[float, float]]]:
+    """Grade submissions of ``source_folder/<chapter>.ipynb`` with stock nbgrader and the course config.
+
+    In the (empty) folder ``course``: copy the source and ``nbgrader_config.py``, run
+    ``generate_assignment``, call ``build(student_nb, source_nb)`` for the submissions (student id
+    -> notebook dict), run ``autograde`` and return ``{student: {test cell: (score, max)}}`` for
+    the autograded test cells. The grading kernels start with an IPython startup file that writes
+    a warning to stderr after every cell (:data:`STDERR_NOISE`). nbgrader's output is appended to
+    ``log``. The autograded notebooks stay in ``course/autograded``.
+    """
+    log = log if log is not None else []
+    shutil.copytree(source_folder, course / "solutions" / chapter)
+    shutil.copy(repo_root() / "nbgrader_config.py", course / "nbgrader_config.py")
+    startup = course / "ipython" / "profile_default" / "startup"
+    startup.mkdir(parents=True)
+    (startup / "00-stderr-noise.py").write_text(STDERR_NOISE)
+    # nbgrader runs the `alembic` executable (gradebook migrations) from PATH: put this
+    # interpreter's scripts folder first, so it works without an activated virtualenv.
+    scripts = str(Path(sys.executable).parent)
+    env = dict(os.environ, LLM_COURSE_NBGRADER_ROOT=str(course), IPYTHONDIR=str(course / "ipython"),
+               PATH=scripts + os.pathsep + os.environ.get("PATH", ""))
+    env.setdefault("LLM_COURSE_CI", "1")
+    cfg = [f"--CourseDirectory.root={course}", "--log-level=WARN",
+           # The other pytest worker starts kernels too: a failed kernel start (a TCP port
+           # taken between jupyter_client's pick and the kernel's bind) is retried, and on
+           # POSIX kernels talk over IPC sockets in a private folder (no ports at all).
+           "--Execute.execute_retries=2"]
+    sockdir = tempfile.mkdtemp(prefix="nbk-") if os.name == "posix" else None
+    if sockdir:
+        cfg += ["--KernelManager.transport=ipc", f"--KernelManager.ip={os.path.join(sockdir, 'k')}"]
+
+    def run(*args: str) -> None:
+        res = subprocess.run([sys.executable, "-m", "nbgrader", *args, *cfg], cwd=course, env=env,
+                             capture_output=True, text=True, timeout=timeout)
+        log.append(f"$ nbgrader {' '.join(args)}\n{res.stdout}{res.stderr}\n")
+        if res.returncode != 0:
+            raise RuntimeError(f"nbgrader {' '.join(args)} exited {res.returncode}:\n{res.stdout}\n{res.stderr}")
+
+    try:
+        run("generate_assignment", chapter, "--force")
+        source = json.loads((course / "solutions" / chapter / f"{chapter}.ipynb").read_text())
+        student = json.loads((course / "notebooks" / chapter / f"{chapter}.ipynb").read_text())
+        tests = {_nbgrader_meta(c)["grade_id"] for c in source["cells"]
+                 if _nbgrader_meta(c).get("grade") and not _nbgrader_meta(c).get("solution")}
+        submissions = build(student, source)
+        for who, nb in submissions.items():
+            d = course / "submitted" / who / chapter
+            d.mkdir(parents=True, exist_ok=True)
+            (d / f"{chapter}.ipynb").write_text(json.dumps(nb, indent=1))
+        run("autograde", chapter, "--force")
+    finally:
+        if sockdir:
+            shutil.rmtree(sockdir, ignore_errors=True)
+
+    from nbgrader.api import Gradebook
+
+    scores: dict[str, dict[str, tuple[float, float]]] = {}
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        for who in submissions:
+            nbsub = gb.find_submission_notebook(chapter, chapter, who)
+            scores[who] = {g.name: (float(g.score or 0.0), float(g.max_score)) for g in nbsub.grades
+                           if g.name in tests}
+    return scores
 
 
 def round_trip(chapter: str, workdir: Path | None = None, timeout: int = 1500,
@@ -155,60 +215,25 @@ def round_trip(chapter: str, workdir: Path | None = None, timeout: int = 1500,
     result = RoundTripResult(chapter)
     tmp_ctx = tempfile.TemporaryDirectory(prefix=f"autograde-{chapter}-") if workdir is None else None
     course = Path(tmp_ctx.name if tmp_ctx else workdir)
-    sockdir: str | None = None
-    try:
-        shutil.copytree(root / "solutions" / chapter, course / "solutions" / chapter)
-        # nbgrader runs the `alembic` executable (gradebook migrations) from PATH: put this
-        # interpreter's scripts folder first, so it works without an activated virtualenv.
-        scripts = str(Path(sys.executable).parent)
-        env = dict(os.environ, LLM_COURSE_NBGRADER_ROOT=str(course),
-                   PATH=scripts + os.pathsep + os.environ.get("PATH", ""))
-        env.setdefault("LLM_COURSE_CI", "1")
-        base = [sys.executable, "-m", "nbgrader"]
-        shutil.copy(root / "nbgrader_config.py", course / "nbgrader_config.py")
-        cfg = [f"--CourseDirectory.root={course}", "--log-level=WARN",
-               # The other pytest worker starts kernels too: a failed kernel start (a TCP port
-               # taken between jupyter_client's pick and the kernel's bind) is retried, and on
-               # POSIX kernels talk over IPC sockets in a private folder (no ports at all).
-               "--Execute.execute_retries=2"]
-        if os.name == "posix":
-            sockdir = tempfile.mkdtemp(prefix="nbk-")
-            cfg += ["--KernelManager.transport=ipc", f"--KernelManager.ip={os.path.join(sockdir, 'k')}"]
+    variants = load_variants(chapter, root)
+    groups = group_variants(variants, separate)
+    tests: dict[str, dict] = {}
 
-        def run(*args: str) -> None:
-            res = subprocess.run([*base, *args, *cfg], cwd=course, env=env, capture_output=True, text=True,
-                                 timeout=timeout)
-            result.log += f"$ nbgrader {' '.join(args)}\n{res.stdout}{res.stderr}\n"
-            if res.returncode != 0:
-                raise RuntimeError(f"nbgrader {' '.join(args)} exited {res.returncode}:\n{res.stdout}\n{res.stderr}")
-
-        run("generate_assignment", chapter, "--force")
-        source = json.loads((course / "solutions" / chapter / f"{chapter}.ipynb").read_text())
-        student = json.loads((course / "notebooks" / chapter / f"{chapter}.ipynb").read_text())
-        tests = {_nbgrader_meta(c)["grade_id"]: c for c in source["cells"]
-                 if _nbgrader_meta(c).get("grade") and not _nbgrader_meta(c).get("solution")}
-        variants = load_variants(chapter, root)
-        submissions: dict[str, dict] = {
-            "solution": _with_noise(_fill(student, source)),
-            "blank": _cheat(student),
-        }
-        groups = group_variants(variants, separate)
+    def build(student: dict, source: dict) -> dict[str, dict]:
+        tests.update({_nbgrader_meta(c)["grade_id"]: c for c in source["cells"]
+                      if _nbgrader_meta(c).get("grade") and not _nbgrader_meta(c).get("solution")})
+        subs = {"solution": _fill(student, source), "blank": _cheat(student)}
         for i, g in enumerate(groups):
-            cells = {k: val for v in g for k, val in v.cells.items()}
-            submissions[f"wrong_{i:02d}"] = _fill(student, source, cells)
-        for who, nb in submissions.items():
-            d = course / "submitted" / who / chapter
-            d.mkdir(parents=True, exist_ok=True)
-            (d / f"{chapter}.ipynb").write_text(json.dumps(nb, indent=1))
-        run("autograde", chapter, "--force")
+            subs[f"wrong_{i:02d}"] = _fill(student, source, {k: val for v in g for k, val in v.cells.items()})
+        return subs
 
-        from nbgrader.api import Gradebook
-
-        with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
-            for who in submissions:
-                nbsub = gb.find_submission_notebook(chapter, chapter, who)
-                result.scores[who] = {g.name: (float(g.score or 0.0), float(g.max_score)) for g in nbsub.grades
-                                      if g.name in tests}
+    log: list[str] = []
+    try:
+        try:
+            result.scores = autograde_submissions(course, root / "solutions" / chapter, chapter, build,
+                                                  timeout, log)
+        finally:
+            result.log = "".join(log)
         sol, blank = result.scores["solution"], result.scores["blank"]
         for gid, (score, mx) in sol.items():
             if score < mx:
@@ -242,5 +267,3 @@ def round_trip(chapter: str, workdir: Path | None = None, timeout: int = 1500,
     finally:
         if tmp_ctx is not None:
             tmp_ctx.cleanup()
-        if sockdir is not None:
-            shutil.rmtree(sockdir, ignore_errors=True)

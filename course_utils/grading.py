@@ -10,8 +10,12 @@ PyTorch comparison functions they rely on); hidden tests call it first.
 """
 from __future__ import annotations
 
+import contextlib
+import functools
+import importlib
 import math
-from typing import Any, Sequence
+import types
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -28,15 +32,18 @@ __all__ = [
     "check_equal",
     "check_true",
     "assert_untampered",
+    "switched_off",
 ]
 
 
 def to_numpy(value: Any, name: str = "value") -> np.ndarray:
     """Convert a tensor / array / nested list of numbers to a NumPy array (float64 or int64)."""
     if torch is not None and isinstance(value, torch.Tensor):
-        return value.detach().cpu().to(torch.float64 if value.is_floating_point() else torch.int64).numpy()
+        # as_subclass: a Tensor subclass cannot steer the comparison through __torch_function__
+        value = value.detach().as_subclass(torch.Tensor)
+        return value.cpu().to(torch.float64 if value.is_floating_point() else torch.int64).numpy()
     if isinstance(value, np.ndarray):
-        return value
+        return np.asarray(value)  # a plain ndarray, never a subclass with its own operators
     if isinstance(value, (list, tuple, int, float, np.number)):
         try:
             return np.asarray(value)
@@ -119,6 +126,8 @@ def check_equal(name: str, actual: Any, expected: Any) -> None:
             f"{name}: expected a {type(expected).__name__}, got {type(actual).__name__} ({_short(actual)})."
         )
     if isinstance(expected, (list, tuple)):
+        if type(actual) not in (list, tuple):  # a subclass could override iteration or comparison
+            raise AssertionError(f"{name}: expected a plain list or tuple, got {type(actual).__name__}.")
         actual_list, expected_list = list(actual), list(expected)
         for i, (x, y) in enumerate(zip(actual_list, expected_list)):
             if type(x) is not type(y) or x != y:
@@ -192,3 +201,97 @@ def assert_untampered() -> None:
     for path, original in _ORIGINALS.items():
         if _resolve(path) is not original:
             raise AssertionError(f"{path} was replaced after the setup cell: grading cannot be trusted.")
+
+
+# --- "write it yourself": library functions switched off while the student's code runs --------
+def _resolve_dotted(path: str) -> tuple[Any, str, Any]:
+    """``"torch.nn.functional.softmax"`` -> (owner object, attribute name, current value)."""
+    parts = path.split(".")
+    for i in range(len(parts) - 1, 0, -1):
+        try:
+            owner: Any = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for part in parts[i:-1]:
+            owner = getattr(owner, part)
+        return owner, parts[-1], getattr(owner, parts[-1])
+    raise ValueError(f"cannot resolve {path!r}")
+
+
+def _is_banned(value: Any, banned: list[Any]) -> bool:
+    if isinstance(value, functools.partial):
+        return _is_banned(value.func, banned)
+    return any(value is b for b in banned)
+
+
+@contextlib.contextmanager
+def switched_off(*paths: str, functions: Sequence[Callable[..., Any]] = (), hint: str = "") -> Iterator[None]:
+    """While active, calling any library function named in ``paths`` raises ``AssertionError``.
+
+    ``paths`` are dotted names such as ``"torch.softmax"``, ``"torch.Tensor.softmax"`` or
+    ``"tokenizers.models.WordPiece"``; names that do not exist in the installed version are
+    ignored. Aliases that the student's ``functions`` can reach are switched off too: names in
+    their module globals (``_f = torch.softmax``), default arguments (``def f(x, _f=F.softmax)``),
+    ``functools.partial`` wrappers and closures, also those of other functions defined in the
+    notebook. Hidden tests use it to check that an exercise is written "by hand" (Book exercises
+    ask for the formula, not the library call); the message ``hint`` tells the student why.
+    """
+    msg = hint or f"this exercise must be written without {', '.join(paths)}."
+
+    def stub(*_a: Any, **_k: Any) -> Any:
+        raise AssertionError(msg)
+
+    saved: list[tuple[Any, str, Any, bool]] = []  # owner, name, value, was an own attribute
+    banned: list[Any] = []
+    restore: list[Callable[[], None]] = []
+    try:
+        for path in paths:
+            try:
+                owner, name, value = _resolve_dotted(path)
+            except (ValueError, AttributeError):
+                continue
+            banned.append(value)
+            own = name in getattr(owner, "__dict__", {})
+            setattr(owner, name, stub)
+            saved.append((owner, name, value, own))
+        seen: set[int] = set()
+        todo = [f for f in functions if isinstance(f, types.FunctionType)]
+        for fn in list(todo):  # functions of the notebook, defined next to the student's
+            todo += [v for v in fn.__globals__.values() if isinstance(v, types.FunctionType)
+                     and v.__globals__ is fn.__globals__]
+        for fn in todo:
+            if id(fn) in seen:
+                continue
+            seen.add(id(fn))
+            g = fn.__globals__
+            for k, v in list(g.items()):
+                if _is_banned(v, banned):
+                    g[k] = stub
+                    restore.append(lambda g=g, k=k, v=v: g.__setitem__(k, v))
+            if fn.__defaults__ and any(_is_banned(v, banned) for v in fn.__defaults__):
+                old = fn.__defaults__
+                fn.__defaults__ = tuple(stub if _is_banned(v, banned) else v for v in old)
+                restore.append(lambda fn=fn, old=old: setattr(fn, "__defaults__", old))
+            if fn.__kwdefaults__ and any(_is_banned(v, banned) for v in fn.__kwdefaults__.values()):
+                oldk = dict(fn.__kwdefaults__)
+                fn.__kwdefaults__ = {k: (stub if _is_banned(v, banned) else v) for k, v in oldk.items()}
+                restore.append(lambda fn=fn, oldk=oldk: setattr(fn, "__kwdefaults__", oldk))
+            for cell in fn.__closure__ or ():
+                try:
+                    v = cell.cell_contents
+                except ValueError:  # empty cell
+                    continue
+                if _is_banned(v, banned):
+                    cell.cell_contents = stub
+                    restore.append(lambda cell=cell, v=v: setattr(cell, "cell_contents", v))
+                elif isinstance(v, types.FunctionType) and id(v) not in seen:
+                    todo.append(v)
+        yield
+    finally:
+        for undo in reversed(restore):
+            undo()
+        for owner, name, value, own in reversed(saved):
+            if own:
+                setattr(owner, name, value)
+            else:  # inherited (e.g. a method of a base class): remove the shadowing stub
+                delattr(owner, name)

@@ -1,35 +1,172 @@
 """nbgrader preprocessors that close holes in autograding (used by ``nbgrader_config.py``).
 
-* :class:`StripExecutionTags` runs while a submission is sanitised: it removes the
-  ``skip-execution`` and ``raises-exception`` tags, so a student cannot make the executor skip
-  a test cell (a skipped test cell has no error output and would get full marks).
-* :class:`StderrToStdout` runs after execution: nbgrader gives 0 to a test cell with *any*
-  stderr output, so a harmless library warning would zero a correct answer. Failures of our
-  tests are exceptions (error outputs), never stderr, so stderr in a locked test cell is
-  re-labelled as stdout and stays visible in the feedback.
+Student code runs in the same kernel as the tests, so nothing that runs there can be made
+tamper-proof; these preprocessors defeat the cheap and generic tricks (each one was tried in a
+real ``nbgrader autograde`` run, see ``tests/test_integrity.py``) and leave the rest to manual
+review (README, "Grading integrity").
+
+Sanitising a submission (before execution):
+
+* :class:`StripExecutionTags` removes *every* cell tag. Tags change how a cell executes
+  (``skip-execution``, ``raises-exception``, or whatever ``Execute.skip_cells_with_tag`` is set
+  to); grading needs none of them.
+* :class:`FlagKernelHooks` scans every cell the student could edit for kernel hooks and
+  grading internals (input transformers, ``post_run_cell`` hooks, custom exception handlers,
+  frame inspection, ``course_utils.grading``...). Answers never need them, so a submission that
+  uses one gets 0 on every autograded test cell with a message asking for manual review.
+* :class:`AppendIntegrityCheck` appends two lines to every autograded test cell: a call of
+  :func:`course_utils.integrity.integrity_check` (the course's check functions are the ones in
+  ``grading.py``) and a ``print`` of a random token drawn for this autograde run.
+
+After execution:
+
+* :class:`RequireIntegrityCheck` gives an error output to every test cell whose stdout lacks the
+  token: the cell did not run to its end, whatever a hook did to its error output afterwards.
+  It also turns ``execute_result`` outputs of test cells into display data (nbgrader would read a
+  number there as partial credit) and removes the token line from the visible output.
+* :class:`StderrToStdout`: nbgrader gives 0 to a test cell with *any* stderr output, so a
+  harmless library warning would zero a correct answer. Failures of our tests are exceptions
+  (error outputs), never stderr, so stderr in a test cell is re-labelled as stdout.
 """
 from __future__ import annotations
 
+import re
+import secrets
 from typing import Any
 
 from nbgrader.preprocessors import NbGraderPreprocessor
-from nbformat.notebooknode import NotebookNode
+from nbformat.notebooknode import NotebookNode, from_dict
 
-BLOCKED_TAGS = ("skip-execution", "raises-exception")
+# One token per autograde process: the sanitising and the executing step of `nbgrader autograde`
+# run in the same process, the student's kernel never sees it before the test cell arrives.
+TOKEN = "integrity-ok-" + secrets.token_hex(16)
+TAIL_MARK = "# --- added by the autograder (course_utils.nbgrader_ext); not part of the test ---"
+
+# What an answer never needs. Matched against the source of every cell the student controls.
+HOOK_PATTERNS = {
+    r"\binput_transformers": "an IPython input transformer",
+    r"\bast_transformers": "an IPython AST transformer",
+    r"\bevents\s*\.\s*(register|callbacks)": "an IPython event hook",
+    r"\bset_custom_exc\b": "a custom exception handler",
+    r"\bshowtraceback\b": "the traceback printer",
+    r"\berror_in_(exec|before_exec)\b": "the cell result's error field",
+    r"\b_getframe\b|\bf_locals\b|\bf_back\b": "stack-frame inspection",
+    r"\bset(trace|profile)\b": "a tracing hook",
+    r"\bsys\s*\.\s*modules\b": "sys.modules",
+    r"\b__builtins__\b|\bimport\s+builtins\b|\bfrom\s+builtins\b": "the builtins module",
+    r"\bgrading\s*\.\s*(?!import\b)\w+\s*=|\bsetattr\s*\(\s*(course_utils|grading)\b|\bnbgrader_ext\b|\bassert_untampered\b|\bintegrity(_check)?\b": "the course's grading code",
+    r"\bdisplayhook\b|\bexcepthook\b": "an interpreter hook",
+}
+
+
+def _meta(cell: NotebookNode) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {})
 
 
 def _is_test_cell(cell: NotebookNode) -> bool:
-    meta = cell.get("metadata", {}).get("nbgrader", {})
+    meta = _meta(cell)
     return cell.get("cell_type") == "code" and bool(meta.get("grade")) and not meta.get("solution")
 
 
+def hook_findings(source: str) -> list[str]:
+    """What in ``source`` matches :data:`HOOK_PATTERNS` (empty list: nothing suspicious)."""
+    return [what for pattern, what in HOOK_PATTERNS.items() if re.search(pattern, source)]
+
+
 class StripExecutionTags(NbGraderPreprocessor):
-    """Remove tags that change how a cell executes, in every cell of a submission."""
+    """Remove every tag from every cell of a submission (tags can make the executor skip a cell)."""
 
     def preprocess_cell(self, cell: NotebookNode, resources: Any, index: int) -> tuple[NotebookNode, Any]:
-        tags = cell.get("metadata", {}).get("tags")
-        if tags:
-            cell.metadata["tags"] = [t for t in tags if t not in BLOCKED_TAGS]
+        if "tags" in cell.get("metadata", {}):
+            cell.metadata["tags"] = []
+        return cell, resources
+
+
+class FlagKernelHooks(NbGraderPreprocessor):
+    """Zero the autograded cells of a submission whose own code uses kernel hooks (manual review).
+
+    Runs after ``OverwriteCells``: the locked cells then hold the instructor's source and are
+    trusted; every other code cell (answer cells, cells the student added) is scanned.
+    """
+
+    def preprocess(self, nb: NotebookNode, resources: Any) -> tuple[NotebookNode, Any]:
+        locked = self._locked_sources(resources)
+        findings: list[str] = []
+        for cell in nb.cells:
+            if cell.get("cell_type") != "code":
+                continue
+            if self._trusted(cell.source, locked.get(_meta(cell).get("grade_id"))):
+                continue
+            for what in hook_findings(cell.source):
+                if what not in findings:
+                    findings.append(what)
+        if findings:
+            self.log.warning("Submission uses %s: autograded cells set to 0 for manual review", ", ".join(findings))
+            msg = ("Autograding withheld: the submitted code uses " + ", ".join(findings) + ", which no answer "
+                   "needs. Your instructor will review this notebook by hand.")
+            for cell in nb.cells:
+                if _is_test_cell(cell):
+                    cell.source = f"raise RuntimeError({msg!r})\n" + cell.source
+        return nb, resources
+
+    @staticmethod
+    def _trusted(source: str, locked_source: str | None) -> bool:
+        """The instructor's locked cell, as restored by ``OverwriteCells`` (or re-added by it
+        after a deletion, with its comment line on top)."""
+        if locked_source is None or not source.endswith(locked_source):
+            return False
+        prefix = source[: len(source) - len(locked_source)]
+        return all(not line.strip() or line.lstrip().startswith("#") for line in prefix.splitlines())
+
+    @staticmethod
+    def _locked_sources(resources: Any) -> dict[str, str]:
+        info = resources.get("nbgrader", {}) if isinstance(resources, dict) else {}
+        if not {"db_url", "notebook", "assignment"} <= set(info):
+            return {}
+        from nbgrader.api import Gradebook, MissingEntry
+
+        try:
+            with Gradebook(info["db_url"]) as gb:
+                source_nb = gb.find_notebook(info["notebook"], info["assignment"])
+                return {c.name: c.source for c in source_nb.source_cells if c.locked}
+        except MissingEntry:
+            return {}
+
+
+class AppendIntegrityCheck(NbGraderPreprocessor):
+    """Append the integrity check and the run's token to every autograded test cell."""
+
+    def preprocess_cell(self, cell: NotebookNode, resources: Any, index: int) -> tuple[NotebookNode, Any]:
+        if _is_test_cell(cell):
+            cell.source = (cell.source.rstrip("\n") + f"\n{TAIL_MARK}\n"
+                           "__import__('course_utils.integrity').integrity.integrity_check()\n"
+                           f"print({TOKEN!r})\n")
+        return cell, resources
+
+
+class RequireIntegrityCheck(NbGraderPreprocessor):
+    """Fail every test cell that did not print the run's token; keep the token out of the feedback."""
+
+    def preprocess_cell(self, cell: NotebookNode, resources: Any, index: int) -> tuple[NotebookNode, Any]:
+        if not _is_test_cell(cell):
+            return cell, resources
+        outputs = cell.get("outputs", [])
+        seen = False
+        for i, out in enumerate(outputs):
+            if out.get("output_type") == "stream" and TOKEN in out.get("text", ""):
+                seen = True
+                out["text"] = "".join(line for line in out["text"].splitlines(keepends=True) if TOKEN not in line)
+            elif out.get("output_type") == "execute_result":  # nbgrader would read a number as partial credit
+                outputs[i] = from_dict({"output_type": "display_data", "data": out.get("data", {}),
+                                        "metadata": out.get("metadata", {})})
+        cell["outputs"] = [o for o in outputs if not (o.get("output_type") == "stream" and o.get("text") == "")]
+        if not seen and not any(o.get("output_type") == "error" for o in cell["outputs"]):
+            cell["outputs"].append(from_dict({
+                "output_type": "error", "ename": "IncompleteTestCell",
+                "evalue": "this test cell did not run to its end (its error was hidden or it was skipped)",
+                "traceback": ["IncompleteTestCell: this test cell did not run to its end "
+                              "(its error was hidden or it was skipped)"],
+            }))
         return cell, resources
 
 

@@ -55,6 +55,65 @@ def test_check_equal_rejects_always_equal_objects():
         g.check_equal("x", Liar(), 3)
 
 
+def test_check_equal_and_check_close_refuse_lying_subclasses():
+    class LiarList(list):
+        def __eq__(self, other):
+            return True
+
+        def __iter__(self):
+            return iter([1, 2, 3])
+
+    with pytest.raises(AssertionError, match="plain list"):
+        g.check_equal("ids", LiarList(), [1, 2, 3])
+
+    class LiarTensor(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            return torch.tensor([1.0, 2.0]) if func is torch.Tensor.cpu else super().__torch_function__(func, types, args, kwargs or {})
+
+    fake = torch.zeros(2).as_subclass(LiarTensor)
+    with pytest.raises(AssertionError, match="differ"):
+        g.check_close("t", fake, [1.0, 2.0])
+
+
+def test_switched_off_blocks_the_library_and_its_aliases():
+    import functools
+
+    import torch.nn.functional as F
+
+    lib = torch.softmax
+    x = torch.randn(4)
+
+    def aliased(t):
+        return lib(t, -1)
+
+    def default_arg(t, _f=F.softmax):
+        return _f(t, dim=-1)
+
+    part = functools.partial(torch.softmax, dim=-1)
+
+    def partial_global(t):
+        return part(t)
+
+    def method(t):
+        return t.softmax(-1)
+
+    def by_hand(t):
+        z = (t - t.max()).exp()
+        return z / z.sum()
+
+    paths = ("torch.softmax", "torch.nn.functional.softmax", "torch.Tensor.softmax", "no.such.module.fn")
+    for fn in (aliased, default_arg, partial_global, method):
+        with pytest.raises(AssertionError, match="by hand"), g.switched_off(*paths, functions=[fn], hint="by hand"):
+            fn(x)
+    with g.switched_off(*paths, functions=[by_hand]):
+        out = by_hand(x)
+    g.check_close("by hand", out, torch.softmax(x, -1))
+    # everything is restored afterwards
+    assert torch.softmax is lib and default_arg.__defaults__[0] is F.softmax and "softmax" not in torch.Tensor.__dict__
+    g.check_close("restored", x.softmax(-1), F.softmax(x, dim=-1))
+
+
 def test_untampered_detects_replaced_functions(monkeypatch):
     g.assert_untampered()
     monkeypatch.setattr(np, "allclose", lambda *a, **k: True)

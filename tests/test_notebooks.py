@@ -52,6 +52,17 @@ def test_notebook_shape(ch):
 
 
 @pytest.mark.parametrize("ch", CHAPTERS)
+def test_editable_cells_would_not_be_flagged_by_the_autograder(ch):
+    from course_utils.nbgrader_ext import hook_findings
+
+    for i, c in enumerate(_nb(ch)["cells"]):
+        if c["cell_type"] == "code" and not _meta(c).get("locked"):
+            found = hook_findings("".join(c["source"]))
+            assert not found, (f"{ch} cell {i} ({_meta(c).get('grade_id')}) is editable by students and uses "
+                               f"{found}: the autograder would flag every submission (lock the cell or rewrite it)")
+
+
+@pytest.mark.parametrize("ch", CHAPTERS)
 def test_wrong_answers_exist(ch):
     assert load_variants(ch, ROOT), f"tests/wrong_answers/{ch}.py is missing or empty"
 
