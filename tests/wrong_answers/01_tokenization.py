@@ -22,6 +22,17 @@ VARIANTS = [
         "cells": {"ex1_wordpiece": [("len(word) > max_chars", "len(word) >= max_chars")]},
         "loses": ["test_ex1_wordpiece"],
     },
+    {   # lower-cases the word before the look-up (the normalizer's job): a cased vocabulary loses its capitals
+        "name": "wordpiece_lowercases",
+        "cells": {"ex1_wordpiece": [("    if len(word) > max_chars:\n        return [unk_token]",
+                                     "    word = word.lower()\n    if len(word) > max_chars:\n        return [unk_token]")]},
+        "loses": ["test_ex1_wordpiece"],
+    },
+    {   # the length limit counts UTF-8 bytes instead of characters: 'café' (4 characters, 5 bytes) is too long for 4
+        "name": "wordpiece_counts_bytes",
+        "cells": {"ex1_wordpiece": [("len(word) > max_chars", "len(word.encode(\"utf-8\")) > max_chars")]},
+        "loses": ["test_ex1_wordpiece"],
+    },
     {   # shortest match first instead of longest
         "name": "wordpiece_shortest_first",
         "cells": {"ex1_wordpiece": (
@@ -119,6 +130,12 @@ VARIANTS = [
     {   # a true -inf: nan for a sequence that is all padding
         "name": "mask_minus_inf",
         "cells": {"ex4_additive_mask": [("torch.finfo(dtype).min)", "float(\"-inf\"))")]},
+        "loses": ["test_ex4_additive_mask"],
+    },
+    {   # creates the bias on the CPU whatever the mask's device (a model on a GPU gets a mask on the GPU)
+        "name": "mask_ignores_device",
+        "cells": {"ex4_additive_mask": [("torch.zeros(keep.shape, dtype=dtype, device=keep.device)",
+                                         "torch.zeros(keep.shape, dtype=dtype)")]},
         "loses": ["test_ex4_additive_mask"],
     },
     {   # bias on the query axis (B, 1, S, 1) instead of the key axis (B, 1, 1, S)

@@ -12,6 +12,12 @@ VARIANTS = [
     {"name": "layernorm_hardcoded_eps",             # copies BERT's 1e-12 instead of reading the module's eps
      "cells": {"ex1_embeddings": [("torch.sqrt(var + ln.eps)", "torch.sqrt(var + 1e-12)")]},
      "loses": ["test_ex1_embeddings"]},
+    {"name": "layernorm_library_call",              # right numbers, but F.layer_norm instead of the formula
+     "cells": {"ex1_embeddings": [("    mu = x.mean(dim=-1, keepdim=True)\n"
+                                   "    var = ((x - mu) ** 2).mean(dim=-1, keepdim=True)\n"
+                                   "    return ln.weight * (x - mu) / torch.sqrt(var + ln.eps) + ln.bias\n",
+                                   "    return torch.nn.functional.layer_norm(x, (x.shape[-1],), ln.weight, ln.bias, ln.eps)\n")]},
+     "loses": ["test_ex1_embeddings"]},
     # Exercise 2: PCA
     {"name": "pca_without_centering",
      "cells": {"ex2_pca": [("Xc = X - X.mean(axis=0)", "Xc = X")]},
@@ -30,7 +36,7 @@ VARIANTS = [
     {"name": "attention_scaled_by_sqrt_D",          # sqrt of the model width instead of the head size
      "cells": {"ex3_head_attention": [("/ d_k ** 0.5", "/ hidden_states.shape[-1] ** 0.5")]},
      "loses": ["test_ex3_head_attention"]},
-    {"name": "attention_mask_ignored",              # right on the unpadded visible test, wrong on padded batches
+    {"name": "attention_mask_ignored",              # [PAD] keys get weight: fails the padded batch
      "cells": {"ex3_head_attention": [
          ("    if attention_mask is not None:\n"
           "        scores = scores.masked_fill(attention_mask[:, None, :] == 0, float(\"-inf\"))\n", "")]},

@@ -1,7 +1,7 @@
 """Plausible wrong answers for chapter 03; each variant must lose the points of the test cells it names.
 
-The exercises are graded independently, so one submission can carry one mistake per exercise: five
-submissions cover 19 distinct mistakes (each was also checked alone when the chapter was written).
+The exercises are graded independently, so one submission can carry one mistake per exercise (each
+mistake was also checked alone when it was added).
 """
 
 SDPA_VIA_TORCH = (
@@ -39,15 +39,36 @@ VARIANTS = [
          "ex1_softmax": [("x.amax(dim=dim, keepdim=True)", "x.max()")],               # one max for the whole tensor
          "ex2_sdpa": [('float("-inf")', "0.0")],                                       # note 001: "zero the scores"
          "ex3_causal_mask": [(" + (n_k - n_q)", "")],                                  # top-left alignment
+         "ex4_heads": [("    if d % n_heads != 0:\n"
+                        "        raise ValueError(f\"d={d} is not divisible by n_heads={n_heads}\")\n", "")],  # no check
          "ex5_layernorm": [("torch.sqrt(var + eps)", "(torch.sqrt(var) + eps)")],       # eps outside the root
      },
-     "loses": ["test_ex1_softmax", "test_ex2_sdpa", "test_ex3_causal_mask", "test_ex5_layernorm"]},
+     "loses": ["test_ex1_softmax", "test_ex2_sdpa", "test_ex3_causal_mask", "test_ex4_heads", "test_ex5_layernorm"]},
     {"name": "library_shortcuts",
      "cells": {
          "ex1_softmax": "def stable_softmax(x, dim=-1):\n    return torch.softmax(x, dim=dim)\n",
          "ex2_sdpa": SDPA_VIA_TORCH,
          "ex5_layernorm": "def layer_norm(x, gamma, beta, eps=1e-5):\n"
                           "    return F.layer_norm(x, x.shape[-1:], gamma, beta, eps)\n",
+     },
+     "loses": ["test_ex1_softmax", "test_ex2_sdpa", "test_ex5_layernorm"]},
+    {"name": "library_via_default_arguments",                                        # library captured as a default
+     "cells": {
+         "ex1_softmax": "def stable_softmax(x, dim=-1, _f=torch.softmax):\n    return _f(x, dim=dim)\n",
+         "ex2_sdpa": SDPA_VIA_TORCH.replace("mask=None):", "mask=None, _f=F.scaled_dot_product_attention):")
+                                   .replace("F.scaled_dot_product_attention(q, k, v,", "_f(q, k, v,"),
+         "ex5_layernorm": "def layer_norm(x, gamma, beta, eps=1e-5, _f=F.layer_norm):\n"
+                          "    return _f(x, x.shape[-1:], gamma, beta, eps)\n",
+     },
+     "loses": ["test_ex1_softmax", "test_ex2_sdpa", "test_ex5_layernorm"]},
+    {"name": "library_via_aliases",                                                  # module-level names, partial
+     "cells": {
+         "ex1_softmax": "_sm = torch.softmax\n\n\ndef stable_softmax(x, dim=-1):\n    return _sm(x, dim=dim)\n",
+         "ex2_sdpa": "from torch.nn.functional import scaled_dot_product_attention as _sdpa\n\n\n"
+                     + SDPA_VIA_TORCH.replace("F.scaled_dot_product_attention(q, k, v,", "_sdpa(q, k, v,"),
+         "ex5_layernorm": "import functools\n\n_ln = functools.partial(F.layer_norm)\n\n\n"
+                          "def layer_norm(x, gamma, beta, eps=1e-5):\n"
+                          "    return _ln(x, x.shape[-1:], gamma, beta, eps)\n",
      },
      "loses": ["test_ex1_softmax", "test_ex2_sdpa", "test_ex5_layernorm"]},
     {"name": "sdpa_scale_by_dv",                                                       # d_v instead of d_k

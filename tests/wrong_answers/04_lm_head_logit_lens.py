@@ -18,6 +18,15 @@ VARIANTS = [
     {"name": "softmax_library_call",                # calls the library instead of computing it
      "cells": {"ex2_softmax": [("return e / e.sum(dim=-1, keepdim=True)", "return torch.softmax(logits, dim=-1)")]},
      "loses": ["test_ex2_softmax"]},
+    {"name": "softmax_library_via_module_alias",    # hides the library call behind a module-level name
+     "cells": {"ex2_softmax": "_lib_softmax = torch.softmax\n\n\n"
+                              "def softmax(logits):\n"
+                              "    return _lib_softmax(logits, dim=-1)\n"},
+     "loses": ["test_ex2_softmax"]},
+    {"name": "softmax_private_op_default_arg",      # torch._softmax captured as a default argument
+     "cells": {"ex2_softmax": "def softmax(logits, _f=torch._softmax):\n"
+                              "    return _f(logits, -1, False)\n"},
+     "loses": ["test_ex2_softmax"]},
     # Exercise 3: the logit lens
     {"name": "lens_without_ln_f",                   # the seed's literal recipe h_l @ E^T
      "cells": {"ex3_logit_lens": [("        if layer < n_blocks:                       # hidden_states[-1] already went through ln_f\n"

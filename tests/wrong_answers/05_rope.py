@@ -40,6 +40,27 @@ VARIANTS = [
         )},
         "loses": ["test_ex2_rope_apply"],
     },
+    {   # transformers' RoPE of another model family (Mistral), imported under other names, plus the permutation
+        "name": "rope_calls_mistral_rope",
+        "cells": {"ex2_rope_apply": (
+            "from transformers import MistralConfig as _MC\n"
+            "from transformers.models.mistral.modeling_mistral import MistralRotaryEmbedding as _MRE\n"
+            "from transformers.models.mistral.modeling_mistral import apply_rotary_pos_emb as _arpe\n"
+            "\n"
+            "def rope_apply(x, positions, base=10000.0):\n"
+            "    d, seq = x.shape[-1], x.shape[-2]\n"
+            "    if d % 2:\n"
+            "        raise ValueError('d must be even')\n"
+            "    perm = torch.cat([torch.arange(0, d, 2), torch.arange(1, d, 2)])\n"
+            "    cfg = _MC(hidden_size=d, num_attention_heads=1, head_dim=d,\n"
+            "              rope_parameters={'rope_type': 'default', 'rope_theta': base})\n"
+            "    cos, sin = _MRE(cfg)(x, torch.as_tensor(positions)[None])\n"
+            "    xh = x[..., perm].reshape(-1, 1, seq, d)\n"
+            "    y, _ = _arpe(xh, xh, cos.to(x.dtype), sin.to(x.dtype))\n"
+            "    return y.reshape(x.shape)[..., torch.argsort(perm)]\n"
+        )},
+        "loses": ["test_ex2_rope_apply"],
+    },
     {   # the inverse permutation (rotate-half layout -> interleaved); identical to the right one for d = 4
         "name": "perm_inverse_direction",
         "cells": {"ex3_interleaved_to_half": (

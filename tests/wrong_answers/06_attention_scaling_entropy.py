@@ -2,7 +2,7 @@
 
 The four exercises are tested independently (each test cell builds its own inputs), so one
 submission can carry one mistake per exercise and must lose the points of every exercise: five
-submissions cover fourteen distinct mistakes while keeping the autograde round trip short.
+submissions cover twenty distinct mistakes while keeping the autograde round trip short.
 """
 
 # One mistake per exercise; each dict maps a solution cell to its wrong version.
@@ -39,6 +39,15 @@ JACOBIAN = {
     "via_autograd": "def softmax_jacobian(z):\n"
                     "    return torch.autograd.functional.jacobian(lambda t: torch.softmax(t, -1), z)\n",
     "plus_sign": [("return torch.diag(p) - torch.outer(p, p)", "return torch.diag(p) + torch.outer(p, p)")],
+    # autograd one row at a time: softmax(z)[i].backward() gives row i (right values, not the closed form)
+    "via_backward": "def softmax_jacobian(z):\n"
+                    "    rows = []\n"
+                    "    for i in range(len(z)):\n"
+                    "        zz = z.detach().clone().requires_grad_(True)\n"
+                    "        with torch.enable_grad():\n"
+                    "            torch.softmax(zz, -1)[i].backward()\n"
+                    "        rows.append(zz.grad)\n"
+                    "    return torch.stack(rows)\n",
 }
 
 COMBOS = [  # (entropy, softmax, variance, jacobian)
@@ -46,7 +55,7 @@ COMBOS = [  # (entropy, softmax, variance, jacobian)
     ("bits", "multiplies_by_tau", "query_equals_key", "scores_not_probs"),
     ("ignores_dim", "global_max", "global_rng", "via_autograd"),
     ("eps_smoothing", "calls_library", "returns_variance", "plus_sign"),
-    ("no_minus_sign", "no_tau_check", "full_score_matrix", "diagonal_only"),
+    ("no_minus_sign", "no_tau_check", "full_score_matrix", "via_backward"),
 ]
 
 VARIANTS = [
