@@ -218,14 +218,20 @@ def _resolve_dotted(path: str) -> tuple[Any, str, Any]:
     raise ValueError(f"cannot resolve {path!r}")
 
 
+def _base(value: Any) -> Any:
+    while isinstance(value, functools.partial):
+        value = value.func
+    return value
+
+
 def _is_banned(value: Any, banned: list[Any]) -> bool:
-    if isinstance(value, functools.partial):
-        return _is_banned(value.func, banned)
+    value = _base(value)
     return any(value is b for b in banned)
 
 
 @contextlib.contextmanager
-def switched_off(*paths: str, functions: Sequence[Callable[..., Any]] = (), hint: str = "") -> Iterator[None]:
+def switched_off(*paths: str, functions: Sequence[Callable[..., Any]] = (), hint: str = "",
+                 no_imports: Sequence[str] = ()) -> Iterator[None]:
     """While active, calling any library function named in ``paths`` raises ``AssertionError``.
 
     ``paths`` are dotted names such as ``"torch.softmax"``, ``"torch.Tensor.softmax"`` or
@@ -233,13 +239,37 @@ def switched_off(*paths: str, functions: Sequence[Callable[..., Any]] = (), hint
     ignored. Aliases that the student's ``functions`` can reach are switched off too: names in
     their module globals (``_f = torch.softmax``), default arguments (``def f(x, _f=F.softmax)``),
     ``functools.partial`` wrappers and closures, also those of other functions defined in the
-    notebook. Hidden tests use it to check that an exercise is written "by hand" (Book exercises
-    ask for the formula, not the library call); the message ``hint`` tells the student why.
+    notebook. ``no_imports`` lists module names (``"tokenizers"``, ``"transformers.models"``)
+    whose import, or import of a submodule, raises too, by an ``import`` statement,
+    ``__import__`` or ``importlib.import_module``. Hidden tests use it to check that an exercise
+    is written "by hand" (Book exercises ask for the formula, not the library call); the message
+    ``hint`` tells the student why.
     """
-    msg = hint or f"this exercise must be written without {', '.join(paths)}."
+    import builtins
+
+    msg = hint or f"this exercise must be written without {', '.join(paths or tuple(no_imports))}."
 
     def stub(*_a: Any, **_k: Any) -> Any:
         raise AssertionError(msg)
+
+    def blocked(name: str) -> bool:
+        return any(name == p or name.startswith(p + ".") for p in no_imports)
+
+    real_import, real_import_module = builtins.__import__, importlib.import_module
+    real_bootstrap_import = getattr(importlib, "__import__", None)
+
+    def guarded_import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (),
+                       level: int = 0) -> Any:
+        if level == 0 and blocked(name):
+            raise AssertionError(msg)
+        return real_import(name, globals, locals, fromlist, level)
+
+    def guarded_import_module(name: str, package: str | None = None) -> Any:
+        import importlib.util
+
+        if blocked(importlib.util.resolve_name(name, package) if name.startswith(".") else name):
+            raise AssertionError(msg)
+        return real_import_module(name, package)
 
     saved: list[tuple[Any, str, Any, bool]] = []  # owner, name, value, was an own attribute
     banned: list[Any] = []
@@ -254,6 +284,23 @@ def switched_off(*paths: str, functions: Sequence[Callable[..., Any]] = (), hint
             own = name in getattr(owner, "__dict__", {})
             setattr(owner, name, stub)
             saved.append((owner, name, value, own))
+        guards: dict[int, Any] = {}  # aliases of the import functions get the guarded version
+        if no_imports:
+            builtins.__import__ = guarded_import
+            importlib.import_module = guarded_import_module
+            restore.append(lambda: setattr(builtins, "__import__", real_import))
+            restore.append(lambda: setattr(importlib, "import_module", real_import_module))
+            guards = {id(real_import): guarded_import, id(real_import_module): guarded_import_module}
+            banned += [real_import, real_import_module]
+            if real_bootstrap_import is not None:
+                importlib.__import__ = guarded_import  # type: ignore[attr-defined]
+                restore.append(lambda: setattr(importlib, "__import__", real_bootstrap_import))
+                guards[id(real_bootstrap_import)] = guarded_import
+                banned.append(real_bootstrap_import)
+
+        def replacement(value: Any) -> Any:
+            return guards.get(id(_base(value)), stub)
+
         seen: set[int] = set()
         todo = [f for f in functions if isinstance(f, types.FunctionType)]
         for fn in list(todo):  # functions of the notebook, defined next to the student's
@@ -266,15 +313,15 @@ def switched_off(*paths: str, functions: Sequence[Callable[..., Any]] = (), hint
             g = fn.__globals__
             for k, v in list(g.items()):
                 if _is_banned(v, banned):
-                    g[k] = stub
+                    g[k] = replacement(v)
                     restore.append(lambda g=g, k=k, v=v: g.__setitem__(k, v))
             if fn.__defaults__ and any(_is_banned(v, banned) for v in fn.__defaults__):
                 old = fn.__defaults__
-                fn.__defaults__ = tuple(stub if _is_banned(v, banned) else v for v in old)
+                fn.__defaults__ = tuple(replacement(v) if _is_banned(v, banned) else v for v in old)
                 restore.append(lambda fn=fn, old=old: setattr(fn, "__defaults__", old))
             if fn.__kwdefaults__ and any(_is_banned(v, banned) for v in fn.__kwdefaults__.values()):
                 oldk = dict(fn.__kwdefaults__)
-                fn.__kwdefaults__ = {k: (stub if _is_banned(v, banned) else v) for k, v in oldk.items()}
+                fn.__kwdefaults__ = {k: (replacement(v) if _is_banned(v, banned) else v) for k, v in oldk.items()}
                 restore.append(lambda fn=fn, oldk=oldk: setattr(fn, "__kwdefaults__", oldk))
             for cell in fn.__closure__ or ():
                 try:
@@ -282,7 +329,7 @@ def switched_off(*paths: str, functions: Sequence[Callable[..., Any]] = (), hint
                 except ValueError:  # empty cell
                     continue
                 if _is_banned(v, banned):
-                    cell.cell_contents = stub
+                    cell.cell_contents = replacement(v)
                     restore.append(lambda cell=cell, v=v: setattr(cell, "cell_contents", v))
                 elif isinstance(v, types.FunctionType) and id(v) not in seen:
                     todo.append(v)

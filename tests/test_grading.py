@@ -114,6 +114,45 @@ def test_switched_off_blocks_the_library_and_its_aliases():
     g.check_close("restored", x.softmax(-1), F.softmax(x, dim=-1))
 
 
+def test_switched_off_blocks_imports_of_named_packages():
+    import importlib
+
+    def sneaky():
+        mod = importlib.import_module("json" + ".decoder")
+        return mod.JSONDecoder
+
+    def plain():
+        from json import decoder  # noqa: F401
+
+    def dunder():
+        return __import__("js" + "on")
+
+    def allowed():
+        import math as m
+
+        return m.sqrt(4.0)
+
+    _im = importlib.import_module
+
+    def aliased(name="json"):
+        return _im(name)
+
+    def aliased_allowed():
+        return _im("math").sqrt(9.0)
+
+    def bootstrap():
+        return importlib.__import__("json")
+
+    for fn in (sneaky, plain, dunder, aliased, bootstrap):
+        with pytest.raises(AssertionError, match="no json"), g.switched_off(functions=[fn], hint="no json",
+                                                                           no_imports=["json"]):
+            fn()
+    with g.switched_off(functions=[allowed, aliased_allowed], no_imports=["json"]):
+        assert allowed() == 2.0 and aliased_allowed() == 3.0
+    assert _im is importlib.import_module
+    assert importlib.import_module("json.decoder").JSONDecoder  # restored
+
+
 def test_untampered_detects_replaced_functions(monkeypatch):
     g.assert_untampered()
     monkeypatch.setattr(np, "allclose", lambda *a, **k: True)

@@ -53,6 +53,22 @@ VARIANTS = [
         )},
         "loses": ["test_ex1_wordpiece"],
     },
+    {   # imports, inside the function, a copy of BERT's WordpieceTokenizer that the test does not switch off
+        # (RoCBert's), under a module name built at run time, and maps a custom prefix to '##' and back
+        "name": "wordpiece_imports_library_copy",
+        "cells": {"ex1_wordpiece": (
+            "import importlib as _il\n"
+            "\n"
+            "def wordpiece_tokenize_word(word, vocab, unk_token=\"[UNK]\", prefix=\"##\", max_chars=100):\n"
+            "    mod = _il.import_module('.'.join(['transformers', 'models', 'roc_bert', 'tokenization_roc_bert']))\n"
+            "    if prefix != '##':\n"
+            "        vocab = {'##' + t[len(prefix):] if t.startswith(prefix) else t for t in vocab}\n"
+            "    wp = mod.RoCBertWordpieceTokenizer(vocab, unk_token, max_input_chars_per_word=max_chars)\n"
+            "    pieces = wp.tokenize(word)\n"
+            "    return [prefix + p[2:] if p.startswith('##') else p for p in pieces]\n"
+        )},
+        "loses": ["test_ex1_wordpiece"],
+    },
     # ---- Exercise 2: BPE training ----------------------------------------------------------------
     {   # ties go to the pair seen first (dict order), not to the smallest (rank(left), rank(right))
         "name": "bpe_tie_first_seen",
@@ -95,6 +111,29 @@ VARIANTS = [
         )},
         "loses": ["test_ex2_learn_bpe"],
     },
+    {   # tokenizers' BpeTrainer reached through importlib and getattr with names built at run time
+        "name": "bpe_trainer_obfuscated_import",
+        "cells": {"ex2_learn_bpe": (
+            "import importlib as _il\n"
+            "import json as _js\n"
+            "\n"
+            "def _lib(*parts):\n"
+            "    obj = _il.import_module(''.join(['tok', 'enizers']))\n"
+            "    for p in parts:\n"
+            "        obj = getattr(obj, ''.join(p))\n"
+            "    return obj\n"
+            "\n"
+            "def learn_bpe_merges(word_counts, num_merges):\n"
+            "    alphabet = {c for w in word_counts for c in w}\n"
+            "    t = _lib(['Tok', 'enizer'])(_lib(['mod', 'els'], ['B', 'PE'])())\n"
+            "    t.pre_tokenizer = _lib(['pre_tok', 'enizers'], ['Whitespace', 'Split'])()\n"
+            "    tr = _lib(['tra', 'iners'], ['Bpe', 'Trainer'])(vocab_size=len(alphabet) + num_merges,\n"
+            "                                                    show_progress=False, special_tokens=[])\n"
+            "    getattr(t, ''.join(['train_from', '_iterator']))([w for w, c in word_counts.items() for _ in range(c)], tr)\n"
+            "    return [tuple(m) for m in _js.loads(t.to_str())['model']['merges']]\n"
+        )},
+        "loses": ["test_ex2_learn_bpe"],
+    },
     # ---- Exercise 3: BPE encoding ----------------------------------------------------------------
     {   # merges the leftmost mergeable pair, whatever its rank
         "name": "bpe_encode_leftmost_pair",
@@ -113,6 +152,24 @@ VARIANTS = [
             "                symbols[i:i + 2] = [a + b]\n"
             "                break\n"
             "    return symbols\n"
+        )},
+        "loses": ["test_ex3_bpe_encode"],
+    },
+    {   # tokenizers' BPE model reached through importlib and getattr with names built at run time
+        "name": "bpe_encode_obfuscated_import",
+        "cells": {"ex3_bpe_encode": (
+            "import importlib as _il\n"
+            "\n"
+            "def bpe_encode_word(word, ranks):\n"
+            "    if not word:\n"
+            "        return []\n"
+            "    lib = getattr(_il.import_module(''.join(['tok', 'enizers'])), ''.join(['mod', 'els']))\n"
+            "    merges = sorted(ranks, key=ranks.get)\n"
+            "    vocab = {}\n"
+            "    for s in list(word) + [c for a, b in merges for c in (a, b, a + b)]:\n"
+            "        vocab.setdefault(s, len(vocab))\n"
+            "    m = getattr(lib, ''.join(['B', 'PE']))(vocab=vocab, merges=merges)\n"
+            "    return [t.value for t in m.tokenize(word)]\n"
         )},
         "loses": ["test_ex3_bpe_encode"],
     },

@@ -32,6 +32,14 @@ VARIANTS = [
          "    ratio = evals[:k] / evals.sum()\n"
          "    return scores, ratio\n")},
      "loses": ["test_ex2_pca"]},
+    {"name": "pca_calls_sklearn",                   # right numbers, but scikit-learn's PCA instead of the SVD
+     "cells": {"ex2_pca": (
+         "from sklearn.decomposition import PCA as _SkPCA\n\n\n"
+         "def pca_2d(X, k=2):\n"
+         "    p = _SkPCA(n_components=k, svd_solver='full')\n"
+         "    scores = p.fit_transform(np.asarray(X, dtype=np.float64))\n"
+         "    return scores, p.explained_variance_ratio_\n")},
+     "loses": ["test_ex2_pca"]},
     # Exercise 3: one head's attention
     {"name": "attention_scaled_by_sqrt_D",          # sqrt of the model width instead of the head size
      "cells": {"ex3_head_attention": [("/ d_k ** 0.5", "/ hidden_states.shape[-1] ** 0.5")]},
@@ -44,5 +52,15 @@ VARIANTS = [
     {"name": "attention_interleaved_head_features",  # head h taken as features h, h+H, h+2H, ...
      "cells": {"ex3_head_attention": [("rows = slice(head * d_k, (head + 1) * d_k)",
                                        "rows = slice(head, None, num_heads)")]},
+     "loses": ["test_ex3_head_attention"]},
+    {"name": "attention_module_forward_via_class",  # BertSelfAttention.forward called through the class, not the instance
+     "cells": {"ex3_head_attention": (
+         "def head_attention(layer, hidden_states, head, num_heads, attention_mask=None):\n"
+         "    ext = None\n"
+         "    if attention_mask is not None:\n"
+         "        ext = torch.zeros(attention_mask.shape, dtype=hidden_states.dtype)\n"
+         "        ext = ext.masked_fill(attention_mask == 0, torch.finfo(hidden_states.dtype).min)[:, None, None, :]\n"
+         "    sa = layer.attention.self\n"
+         "    return type(sa).forward(sa, hidden_states, attention_mask=ext)[1][:, head]\n")},
      "loses": ["test_ex3_head_attention"]},
 ]

@@ -8,6 +8,10 @@ VARIANTS = [
     {"name": "logits_call_lm_head",                 # right numbers, but uses the head instead of E^T
      "cells": {"ex1_logits": [("return h_last @ model.transformer.wte.weight.T", "return model.lm_head(h_last)")]},
      "loses": ["test_ex1_logits"]},
+    {"name": "logits_linear_forward_on_lm_head",     # the head again, through nn.Linear.forward instead of the instance
+     "cells": {"ex1_logits": [("return h_last @ model.transformer.wte.weight.T",
+                               "return torch.nn.Linear.forward(model.lm_head, h_last)")]},
+     "loses": ["test_ex1_logits"]},
     # Exercise 2: softmax by hand
     {"name": "softmax_no_max_shift",                # overflows to inf/nan on large logits
      "cells": {"ex2_softmax": [("e = torch.exp(logits - m)", "e = torch.exp(logits)")]},

@@ -61,6 +61,35 @@ VARIANTS = [
         )},
         "loses": ["test_ex2_rope_apply"],
     },
+    {   # imports, inside rope_apply, the RoPE of a model family not loaded yet (a new one at every call, so
+        # that no family is loaded when the hidden test switches off the loaded ones), plus the permutation
+        "name": "rope_imports_unloaded_family",
+        "cells": {"ex2_rope_apply": (
+            "import importlib as _il\n"
+            "\n"
+            "_FAMILIES = ['granite', 'olmo2', 'qwen2_moe', 'olmoe', 'granitemoe', 'exaone4', 'seed_oss', 'smollm3',\n"
+            "             'ministral', 'apertus', 'dots1', 'bitnet']\n"
+            "_calls = [0]\n"
+            "\n"
+            "def rope_apply(x, positions, base=10000.0):\n"
+            "    d, seq = x.shape[-1], x.shape[-2]\n"
+            "    if d % 2:\n"
+            "        raise ValueError('d must be even')\n"
+            "    fam = _FAMILIES[_calls[0] % len(_FAMILIES)]\n"
+            "    _calls[0] += 1\n"
+            "    mod = _il.import_module('transformers.models.' + fam + '.modeling_' + fam)\n"
+            "    cfg_cls = next(v for k, v in vars(mod).items() if k.endswith('Config') and isinstance(v, type))\n"
+            "    rope_cls = next(v for k, v in vars(mod).items() if k.endswith('RotaryEmbedding') and isinstance(v, type))\n"
+            "    cfg = cfg_cls(hidden_size=d, num_attention_heads=1, head_dim=d,\n"
+            "                  rope_parameters={'rope_type': 'default', 'rope_theta': base})\n"
+            "    perm = torch.cat([torch.arange(0, d, 2), torch.arange(1, d, 2)])\n"
+            "    cos, sin = rope_cls(cfg)(x, torch.as_tensor(positions)[None])\n"
+            "    xh = x[..., perm].reshape(-1, 1, seq, d)\n"
+            "    y, _ = mod.apply_rotary_pos_emb(xh, xh, cos.to(x.dtype), sin.to(x.dtype))\n"
+            "    return y.reshape(x.shape)[..., torch.argsort(perm)]\n"
+        )},
+        "loses": ["test_ex2_rope_apply"],
+    },
     {   # the inverse permutation (rotate-half layout -> interleaved); identical to the right one for d = 4
         "name": "perm_inverse_direction",
         "cells": {"ex3_interleaved_to_half": (
