@@ -256,7 +256,6 @@ def switched_off(*paths: str, functions: Sequence[Callable[..., Any]] = (), hint
         return any(name == p or name.startswith(p + ".") for p in no_imports)
 
     real_import, real_import_module = builtins.__import__, importlib.import_module
-    real_bootstrap_import = getattr(importlib, "__import__", None)
 
     def guarded_import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (),
                        level: int = 0) -> Any:
@@ -271,32 +270,32 @@ def switched_off(*paths: str, functions: Sequence[Callable[..., Any]] = (), hint
             raise AssertionError(msg)
         return real_import_module(name, package)
 
-    saved: list[tuple[Any, str, Any, bool]] = []  # owner, name, value, was an own attribute
+    restore: list[Callable[[], None]] = []  # undone in reverse order on exit
+
+    def patch(owner: Any, name: str, new: Any) -> Any:
+        """Set ``owner.name = new`` until exit; returns the value it replaced."""
+        own = name in getattr(owner, "__dict__", {})  # else inherited (a method of a base class)
+        old = getattr(owner, name)
+        setattr(owner, name, new)
+        restore.append(lambda: setattr(owner, name, old) if own else delattr(owner, name))
+        return old
+
     banned: list[Any] = []
-    restore: list[Callable[[], None]] = []
+    guards: dict[int, Any] = {}  # aliases of the import functions get the guarded version
     try:
         for path in paths:
             try:
-                owner, name, value = _resolve_dotted(path)
+                owner, name, _ = _resolve_dotted(path)
             except (ValueError, AttributeError):
                 continue
-            banned.append(value)
-            own = name in getattr(owner, "__dict__", {})
-            setattr(owner, name, stub)
-            saved.append((owner, name, value, own))
-        guards: dict[int, Any] = {}  # aliases of the import functions get the guarded version
+            banned.append(patch(owner, name, stub))
         if no_imports:
-            builtins.__import__ = guarded_import
-            importlib.import_module = guarded_import_module
-            restore.append(lambda: setattr(builtins, "__import__", real_import))
-            restore.append(lambda: setattr(importlib, "import_module", real_import_module))
-            guards = {id(real_import): guarded_import, id(real_import_module): guarded_import_module}
-            banned += [real_import, real_import_module]
-            if real_bootstrap_import is not None:
-                importlib.__import__ = guarded_import  # type: ignore[attr-defined]
-                restore.append(lambda: setattr(importlib, "__import__", real_bootstrap_import))
-                guards[id(real_bootstrap_import)] = guarded_import
-                banned.append(real_bootstrap_import)
+            for owner, name, guard in ((builtins, "__import__", guarded_import),
+                                       (importlib, "__import__", guarded_import),
+                                       (importlib, "import_module", guarded_import_module)):
+                old = patch(owner, name, guard)
+                banned.append(old)
+                guards[id(old)] = guard
 
         def replacement(value: Any) -> Any:
             return guards.get(id(_base(value)), stub)
@@ -337,8 +336,3 @@ def switched_off(*paths: str, functions: Sequence[Callable[..., Any]] = (), hint
     finally:
         for undo in reversed(restore):
             undo()
-        for owner, name, value, own in reversed(saved):
-            if own:
-                setattr(owner, name, value)
-            else:  # inherited (e.g. a method of a base class): remove the shadowing stub
-                delattr(owner, name)
