@@ -93,6 +93,11 @@ def group_variants(variants: list[Variant], separate: bool = False) -> list[list
     return groups
 
 
+def _test_cells(nb: dict) -> list[dict]:
+    """The autograded test cells of a notebook (graded, not an answer)."""
+    return [c for c in nb["cells"] if _nbgrader_meta(c).get("grade") and not _nbgrader_meta(c).get("solution")]
+
+
 def _fill(student: dict, source: dict, replace: dict[str, Any] | None = None) -> dict:
     """Student notebook with answer cells copied from the source notebook (optionally replaced)."""
     replace = replace or {}
@@ -133,7 +138,7 @@ def _first_error(path: Path) -> str:
 def _cheat(student: dict) -> dict:
     """Blank notebook plus two cheats: execution-changing tags on every test cell, one test cell deleted."""
     nb = copy.deepcopy(student)
-    tests = [c for c in nb["cells"] if _nbgrader_meta(c).get("grade") and not _nbgrader_meta(c).get("solution")]
+    tests = _test_cells(nb)
     for c in tests:
         c.setdefault("metadata", {}).setdefault("tags", []).extend(["skip-execution", "raises-exception"])
     if tests:
@@ -185,8 +190,7 @@ def autograde_submissions(course: Path, source_folder: Path, chapter: str,
         run("generate_assignment", chapter, "--force")
         source = json.loads((course / "solutions" / chapter / f"{chapter}.ipynb").read_text())
         student = json.loads((course / "notebooks" / chapter / f"{chapter}.ipynb").read_text())
-        tests = {_nbgrader_meta(c)["grade_id"] for c in source["cells"]
-                 if _nbgrader_meta(c).get("grade") and not _nbgrader_meta(c).get("solution")}
+        tests = {_nbgrader_meta(c)["grade_id"] for c in _test_cells(source)}
         submissions = build(student, source)
         for who, nb in submissions.items():
             d = course / "submitted" / who / chapter
@@ -220,8 +224,7 @@ def round_trip(chapter: str, workdir: Path | None = None, timeout: int = 1500,
     tests: dict[str, dict] = {}
 
     def build(student: dict, source: dict) -> dict[str, dict]:
-        tests.update({_nbgrader_meta(c)["grade_id"]: c for c in source["cells"]
-                      if _nbgrader_meta(c).get("grade") and not _nbgrader_meta(c).get("solution")})
+        tests.update({_nbgrader_meta(c)["grade_id"]: c for c in _test_cells(source)})
         subs = {"solution": _fill(student, source), "blank": _cheat(student)}
         for i, g in enumerate(groups):
             subs[f"wrong_{i:02d}"] = _fill(student, source, {k: val for v in g for k, val in v.cells.items()})
