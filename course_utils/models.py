@@ -103,6 +103,10 @@ def hub_reachable(timeout: float = 4.0) -> bool:
 def _from_hub(name: str, local_only: bool) -> tuple[Any, Any]:
     from transformers import AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
+    if local_only and not _in_local_cache(name):
+        # transformers 5 still sends HEAD requests (adapter_config.json) with local_files_only=True
+        # when huggingface_hub was imported online: never touch the network for a cache probe
+        raise OSError(f"{name} is not in the local Hugging Face cache")
     kw: dict[str, Any] = {"local_files_only": local_only}
     if name == "bert-base-uncased":
         model = AutoModel.from_pretrained(name, attn_implementation="eager", **kw)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import importlib.util
 import json
 import shutil
@@ -81,8 +82,15 @@ def build(verbose: bool = True) -> Path:
         if verbose:
             print(f"[smollm2] converting {src.name} to float32 safetensors (once, ~30 s)...", flush=True)
         kw = {"gguf_file": src.name}
-        gmodel = AutoModelForCausalLM.from_pretrained(str(src.parent), dtype=torch.float32, **kw)
-        tok = AutoTokenizer.from_pretrained(str(src.parent), **kw)
+        from transformers import modeling_gguf_pytorch_utils as gguf_utils
+
+        bar = gguf_utils.tqdm  # a plain tqdm bar on stderr that the logging switch does not reach
+        gguf_utils.tqdm = functools.partial(bar, disable=True)
+        try:
+            gmodel = AutoModelForCausalLM.from_pretrained(str(src.parent), dtype=torch.float32, **kw)
+            tok = AutoTokenizer.from_pretrained(str(src.parent), **kw)
+        finally:
+            gguf_utils.tqdm = bar
         cfg = gmodel.config.to_dict()
         for key in ("quantization_config", "_name_or_path", "_model_name_or_path", "transformers_version"):
             cfg.pop(key, None)

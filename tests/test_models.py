@@ -3,6 +3,7 @@ import time
 
 import pytest
 import torch
+import transformers  # noqa: F401  (imported while HF_HUB_OFFLINE=1: huggingface_hub reads it at import)
 
 from course_utils import models
 
