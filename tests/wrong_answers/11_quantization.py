@@ -1,0 +1,91 @@
+"""Plausible wrong answers for 11_quantization (see CONTRIBUTING.md, "Wrong answers")."""
+
+_SYM_VISIBLE_ONLY = '''def quantize_symmetric(w, n_bits, alpha=None):
+    # only the book's INT4 / INT8 cases: levels hard-coded, no n_bits check
+    L = 7 if n_bits == 4 else 127
+    if alpha is None:
+        alpha = float(w.abs().max())
+    delta = float(alpha) / L if alpha > 0 else 1.0
+    q = torch.clamp(torch.round(w.float() / delta), -L, L).to(torch.int8)
+    return q, delta
+
+
+def dequantize_symmetric(q, delta):
+    return q.float() * delta
+'''
+
+_NF4_VIA_BNB = '''def nf4_quantize(x, blocksize=64):
+    # calls the library instead of writing the quantizer
+    packed, state = bnb.functional.quantize_4bit(x, blocksize=blocksize, quant_type="nf4")
+    return packed.reshape(-1), state.absmax
+'''
+
+_Q4_1_FP16_MATH = '''def decode_q4_1_block(block):
+    # computes d * q + m in float16, then converts
+    b = np.asarray(block, dtype=np.uint8)
+    d = b[0:2].view(np.float16)[0]
+    m = b[2:4].view(np.float16)[0]
+    qs = b[4:20]
+    q = np.concatenate([qs & 0x0F, qs >> 4]).astype(np.float16)
+    return (d * q + m).astype(np.float32)
+'''
+
+_Q4_1_VIA_GGUF = '''def decode_q4_1_block(block):
+    import gguf
+    return gguf.quants.dequantize(np.asarray(block, dtype=np.uint8), gguf.GGMLQuantizationType.Q4_1).reshape(-1)
+'''
+
+VARIANTS = [
+    # Exercise 1: symmetric quantization
+    {"name": "sym_floor_instead_of_round",
+     "cells": {"ex1_symmetric": [("torch.round(w.float() / delta)", "torch.floor(w.float() / delta)")]},
+     "loses": ["test_ex1_symmetric"]},
+    {"name": "sym_levels_2_pow_n_minus_1",           # 2^(n-1) levels instead of 2^(n-1) - 1
+     "cells": {"ex1_symmetric": [("L = 2 ** (n_bits - 1) - 1", "L = 2 ** (n_bits - 1)")]},
+     "loses": ["test_ex1_symmetric"]},
+    {"name": "sym_only_visible_bit_widths",           # passes the visible test (4 and 8 bits only)
+     "cells": {"ex1_symmetric": _SYM_VISIBLE_ONLY},
+     "loses": ["test_ex1_symmetric"]},
+    # Exercise 2: block-wise absmax
+    {"name": "blockwise_absmax_of_whole_tensor",
+     "cells": {"ex2_blockwise": [("absmax = blocks.abs().max(dim=1).values",
+                                  "absmax = blocks.abs().max().expand(blocks.shape[0]).clone()")]},
+     "loses": ["test_ex2_blockwise"]},
+    {"name": "blockwise_no_divisibility_check",       # silently drops/reshapes: no ValueError
+     "cells": {"ex2_blockwise": [("blocksize < 1 or x.numel() % blocksize != 0", "blocksize < 1")]},
+     "loses": ["test_ex2_blockwise"]},
+    # Exercise 3: NF4
+    {"name": "nf4_low_nibble_first",
+     "cells": {"ex3_nf4": [("packed = (codes[0::2] << 4) | codes[1::2]", "packed = codes[0::2] | (codes[1::2] << 4)")]},
+     "loses": ["test_ex3_nf4"]},
+    {"name": "nf4_ties_to_upper_code",
+     "cells": {"ex3_nf4": [("(s[:, None] > mid[None, :])", "(s[:, None] >= mid[None, :])")]},
+     "loses": ["test_ex3_nf4"]},
+    {"name": "nf4_absmax_of_whole_tensor",
+     "cells": {"ex3_nf4": [("absmax = blocks.abs().max(dim=1).values",
+                            "absmax = blocks.abs().max().expand(blocks.shape[0]).clone()")]},
+     "loses": ["test_ex3_nf4"]},
+    {"name": "nf4_zero_block_gets_absmax_1e-38",      # returns the clamped absmax
+     "cells": {"ex3_nf4": [("absmax = blocks.abs().max(dim=1).values", "absmax = blocks.abs().max(dim=1).values.clamp(min=1e-38)")]},
+     "loses": ["test_ex3_nf4"]},
+    {"name": "nf4_calls_bitsandbytes",
+     "cells": {"ex3_nf4": _NF4_VIA_BNB},
+     "loses": ["test_ex3_nf4"]},
+    # Exercise 4: GGUF Q4_1
+    {"name": "q4_1_nibbles_swapped",
+     "cells": {"ex4_q4_1": [("np.concatenate([qs & 0x0F, qs >> 4])", "np.concatenate([qs >> 4, qs & 0x0F])")]},
+     "loses": ["test_ex4_q4_1"]},
+    {"name": "q4_1_interleaved_nibbles",              # bitsandbytes-style order: element 2j, 2j+1 in byte j
+     "cells": {"ex4_q4_1": [("np.concatenate([qs & 0x0F, qs >> 4])", "np.stack([qs & 0x0F, qs >> 4], axis=1).reshape(-1)")]},
+     "loses": ["test_ex4_q4_1"]},
+    {"name": "q4_1_d_and_m_swapped",
+     "cells": {"ex4_q4_1": [("d = b[0:2].view(np.float16)[0].astype(np.float32)\n    m = b[2:4].view(np.float16)[0].astype(np.float32)",
+                             "m = b[0:2].view(np.float16)[0].astype(np.float32)\n    d = b[2:4].view(np.float16)[0].astype(np.float32)")]},
+     "loses": ["test_ex4_q4_1"]},
+    {"name": "q4_1_float16_arithmetic",
+     "cells": {"ex4_q4_1": _Q4_1_FP16_MATH},
+     "loses": ["test_ex4_q4_1"]},
+    {"name": "q4_1_calls_gguf",
+     "cells": {"ex4_q4_1": _Q4_1_VIA_GGUF},
+     "loses": ["test_ex4_q4_1"]},
+]
