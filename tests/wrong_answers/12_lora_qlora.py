@@ -1,0 +1,74 @@
+"""Plausible wrong answers for 12_lora_qlora (see CONTRIBUTING.md, "Wrong answers")."""
+
+_COUNT_STATE_DICT = '''def count_trainable(model):
+    # counts tensors of the state dict: a tied embedding / lm_head is counted twice
+    total = sum(v.numel() for v in model.state_dict().values())
+    return sum(p.numel() for p in model.parameters() if p.requires_grad), total
+'''
+
+_LOSS_PER_SEQUENCE = '''def masked_lm_loss(logits, input_ids, prompt_lengths, attention_mask=None):
+    # mean per sequence, then mean over the batch (not the token-level mean of transformers)
+    Bsz, T = input_ids.shape
+    plen = torch.as_tensor(prompt_lengths).reshape(-1)
+    lengths = attention_mask.sum(dim=1) if attention_mask is not None else torch.full((Bsz,), T)
+    if (plen < 0).any() or (plen >= lengths).any():
+        raise ValueError("bad prompt lengths")
+    losses = []
+    for b in range(Bsz):
+        p, n = int(plen[b]), int(lengths[b])
+        losses.append(F.cross_entropy(logits[b, p - 1:n - 1].float(), input_ids[b, p:n]) if p > 0
+                      else F.cross_entropy(logits[b, :n - 1].float(), input_ids[b, 1:n]))
+    return torch.stack(losses).mean()
+'''
+
+VARIANTS = [
+    # Exercise 1: the LoRA layer
+    {"name": "lora_scaling_alpha_not_alpha_over_r",
+     "cells": {"ex1_lora_linear": [("self.scaling = alpha / r", "self.scaling = float(alpha)")]},
+     "loses": ["test_ex1_lora_init", "test_ex1_lora_vs_peft"]},
+    {"name": "lora_scaling_hardcoded_visible_case",
+     "cells": {"ex1_lora_linear": [("self.scaling = alpha / r", "self.scaling = 2.0")]},
+     "loses": ["test_ex1_lora_init", "test_ex1_lora_vs_peft"]},
+    {"name": "lora_init_swapped_A_zero_B_random",
+     "cells": {"ex1_lora_linear": [
+         ("nn.init.kaiming_uniform_(self.A, a=math.sqrt(5))", "nn.init.zeros_(self.A)"),
+         ("self.B = nn.Parameter(torch.zeros(base.out_features, r, dtype=w.dtype, device=w.device))",
+          "self.B = nn.Parameter(torch.empty(base.out_features, r, dtype=w.dtype, device=w.device)); nn.init.kaiming_uniform_(self.B, a=math.sqrt(5))")]},
+     "loses": ["test_ex1_lora_init"]},
+    {"name": "lora_A_gaussian_init",
+     "cells": {"ex1_lora_linear": [("nn.init.kaiming_uniform_(self.A, a=math.sqrt(5))", "nn.init.normal_(self.A, std=1 / r)")]},
+     "loses": ["test_ex1_lora_init"]},
+    {"name": "lora_base_not_frozen",
+     "cells": {"ex1_lora_linear": [("            p.requires_grad_(False)\n", "            pass\n")]},
+     "loses": ["test_ex1_lora_init"]},
+    {"name": "lora_no_rank_check",
+     "cells": {"ex1_lora_linear": [("isinstance(r, bool) or not isinstance(r, int) or r < 1", "False")]},
+     "loses": ["test_ex1_lora_init"]},
+    {"name": "lora_merged_weight_transposed",
+     "cells": {"ex1_lora_linear": [("return self.base.weight + self.scaling * self.B @ self.A",
+                                    "return self.base.weight.T + self.scaling * self.A.T @ self.B.T")]},
+     "loses": ["test_ex1_lora_vs_peft"]},
+    {"name": "lora_forward_ignores_bias",
+     "cells": {"ex1_lora_linear": [("return self.base(x) + self.scaling * (x @ self.A.T) @ self.B.T",
+                                    "return x @ self.base.weight.T + self.scaling * (x @ self.A.T) @ self.B.T")]},
+     "loses": ["test_ex1_lora_init", "test_ex1_lora_vs_peft"]},
+    # Exercise 2: the masked loss
+    {"name": "loss_mask_off_by_one_drops_first_response_token",
+     "cells": {"ex2_masked_loss": [("(pos >= plen[:, None])", "(pos > plen[:, None])")]},
+     "loses": ["test_ex2_masked_loss"]},
+    {"name": "loss_trains_on_padding",
+     "cells": {"ex2_masked_loss": [("& (pos < lengths[:, None])", "")]},
+     "loses": ["test_ex2_masked_loss"]},
+    {"name": "loss_not_shifted",
+     "cells": {"ex2_masked_loss": [("logits[:, :-1].float().reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1)",
+                                    "logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1)")]},
+     "loses": ["test_ex2_masked_loss"]},
+    {"name": "loss_mean_per_sequence", "cells": {"ex2_masked_loss": _LOSS_PER_SEQUENCE},
+     "loses": ["test_ex2_masked_loss"]},
+    # Exercise 3: counting
+    {"name": "count_frozen_as_trainable",
+     "cells": {"ex3_count_trainable": [("sum(p.numel() for p in params if p.requires_grad)", "sum(p.numel() for p in params)")]},
+     "loses": ["test_ex3_count_trainable"]},
+    {"name": "count_state_dict_ties_twice", "cells": {"ex3_count_trainable": _COUNT_STATE_DICT},
+     "loses": ["test_ex3_count_trainable"]},
+]
