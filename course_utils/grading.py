@@ -265,10 +265,20 @@ def _short(x: Any, limit: int = 80) -> str:
 # --- integrity: a snapshot taken at import, verified by identity ------------------------------
 _WATCHED_PACKAGES = ("numpy", "torch")  # every loaded module of these, and the classes they define
 _WATCHED_MODULES = ("builtins", "math", "operator")
+# Modules whose classes are watched too (the classes hidden tests build references with).
+_WATCHED_CLASS_MODULES = ("numpy", "torch.nn.modules", "torch.nn.parameter", "torch.autograd.function")
 _IMMUTABLE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE: C types whose attributes cannot be set at all
 # Wrappers torch itself installs over its own functions when torch._dynamo is first imported
 # (torch.manual_seed, torch.jit.trace...): accepted only around the very function they replaced.
 _TORCH_WRAPPERS = {"_disable_dynamo.<locals>.inner", "DisableContext.__call__.<locals>._fn"}
+
+
+def _no_new_names() -> tuple:
+    """Classes that may not gain names: a new name would hide a method of their C base class."""
+    return (torch.Tensor,) if torch is not None else ()
+
+
+_NO_NEW_NAMES = _no_new_names()
 
 
 def _watched_entries(ns: dict, cls: bool) -> dict[str, Any]:
@@ -286,14 +296,18 @@ def _watched_entries(ns: dict, cls: bool) -> dict[str, Any]:
 def _take_snapshot() -> tuple:
     """(owner, label, ((name, value), ...), names) for every watched namespace, as immutable tuples.
 
-    ``names`` (classes only) is every name of the class's own namespace: a name added later would
-    shadow what the class inherits (``torch.Tensor.numpy`` lives in ``torch._C.TensorBase``).
+    ``names`` (``torch.Tensor`` only) is every name of the class's own
+    namespace: a name added later would shadow what the class inherits (``torch.Tensor.numpy``
+    lives in ``torch._C.TensorBase``). Other classes gain names legitimately (torch completes some
+    of its classes when a submodule is first imported), so only their existing names are watched.
     """
     owners: list[tuple[Any, str]] = []
     for name, mod in list(sys.modules.items()):
         if mod is None or name.split(".")[0] not in _WATCHED_PACKAGES:
             continue
         owners.append((mod, name))
+        if not name.startswith(_WATCHED_CLASS_MODULES):  # torch completes many other classes lazily
+            continue
         for v in list(vars(mod).values()):
             if issubclass(type(v), type) and not v.__flags__ & _IMMUTABLE and v.__module__ == name:
                 owners.append((v, f"{name}.{v.__qualname__}"))
@@ -309,7 +323,7 @@ def _take_snapshot() -> tuple:
         entries = _watched_entries(vars(owner), isinstance(owner, type))
         if owner is _builtins:  # IPython/ipykernel put their own objects there and swap them per cell
             entries = {k: v for k, v in entries.items() if getattr(v, "__module__", None) == "builtins"}
-        names = frozenset(vars(owner)) if isinstance(owner, type) else None
+        names = frozenset(vars(owner)) if owner in _NO_NEW_NAMES else None
         snap.append((owner, label, tuple(entries.items()), names))
     return tuple(snap)
 
