@@ -349,7 +349,7 @@ def _own_state() -> tuple:
     names = tuple(g.items())
     funcs = tuple((fn, fn.__code__, fn.__defaults__, fn.__kwdefaults__,
                    tuple(c.cell_contents for c in fn.__closure__ or ()))
-                  for _, fn in names if isinstance(fn, types.FunctionType) and fn.__globals__ is g)
+                  for _, fn in names if isinstance(fn, types.FunctionType))  # @contextmanager wrappers too
     return names, funcs, tuple(__builtins__.items())
 
 

@@ -320,3 +320,36 @@ def test_first_error_names_cell_and_exception(tmp_path):
     p.write_text(json.dumps(nb))
     assert _first_error(p) == "(none recorded)"
     assert _first_error(tmp_path / "missing.ipynb").startswith("(no autograded notebook")
+
+
+def test_torch_own_wrappers_are_accepted_and_imitations_are_not():
+    """torch wraps torch.manual_seed & co. when torch._dynamo is first imported (bitsandbytes, peft do):
+    accepted, but only around the very function it replaced."""
+    import subprocess
+    import sys
+
+    code = (
+        "import course_utils.grading as g, torch\n"
+        "orig = torch.manual_seed\n"
+        "import torch._dynamo\n"
+        "assert torch.manual_seed is not orig and torch.manual_seed.__wrapped__ is orig\n"
+        "g.assert_untampered()\n"
+        "torch.manual_seed = torch._disable_dynamo(lambda *a: None)\n"
+        "try:\n    g.assert_untampered()\nexcept AssertionError as e:\n    print('detected:', e)\n"
+        "torch.manual_seed = orig\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "detected: torch.manual_seed was replaced" in res.stdout, res.stdout
+
+
+def test_untampered_detects_a_changed_closure():
+    cell = g.switched_off.__closure__[0]  # @contextmanager keeps the generator function in a closure
+    original = cell.cell_contents
+    cell.cell_contents = lambda *a, **k: iter([None])
+    try:
+        with pytest.raises(AssertionError, match="switched_off was modified"):
+            g.assert_untampered()
+    finally:
+        cell.cell_contents = original
+    g.assert_untampered()

@@ -386,7 +386,7 @@ def _real_source(tmp):
     from course_utils.paths import repo_root
 
     nb = json.loads((repo_root() / "solutions" / REAL / f"{REAL}.ipynb").read_text())
-    keep = {"setup", "imports", "library_rope", "mini_corpus"}
+    keep = {"setup", "imports", "mini_corpus", "check_plain_logits", "library_rope"}
     nb["cells"] = [c for c in nb["cells"] if c["cell_type"] == "code" and (
         c["metadata"].get("nbgrader", {}).get("grade_id") in keep
         or c["metadata"].get("nbgrader", {}).get("grade") or c["metadata"].get("nbgrader", {}).get("solution"))]
