@@ -45,7 +45,7 @@ c.ClearHiddenTests.begin_test_delimeter = "BEGIN HIDDEN TESTS"
 c.ClearHiddenTests.end_test_delimeter = "END HIDDEN TESTS"
 
 # Execution limits (seconds per cell); a heavy cell in full mode stays well under this.
-c.Execute.timeout = 300
+c.Execute.timeout = int(os.environ.get("LLM_COURSE_CELL_TIMEOUT", "300"))
 c.Execute.interrupt_on_timeout = True
 
 # Autograding (see course_utils/nbgrader_ext.py and README "Grading integrity"): re-add deleted

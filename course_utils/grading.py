@@ -5,19 +5,40 @@ thing checked, the expected and actual type / shape / dtype, the first mismatchi
 both values, and the tolerance used. Tests call these instead of bare ``assert``.
 
 Threat model (see README, "Grading integrity"): student code shares the kernel with the tests.
-:func:`assert_untampered` detects the cheap tricks (replacing these checks or the NumPy /
-PyTorch comparison functions they rely on); hidden tests call it first.
+Two layers keep an answer cell from steering the checks:
+
+1. **Nothing on the comparison path can be rebound.** The checks call only objects captured
+   when this module is imported (the setup cell, before any student code): C functions, NumPy
+   ufuncs and methods of immutable C types (``numpy.ndarray``, ``torch._C.TensorBase``), and
+   builtins from a private copy of the builtins namespace. They never look an attribute up on
+   ``numpy``, ``torch``, ``torch.Tensor`` or ``builtins`` at run time, so rebinding ``np.where``,
+   ``torch.Tensor.numpy`` or ``builtins.isinstance`` changes nothing they compute
+   (``tests/test_grading.py`` checks this on their code objects; ``tests/test_integrity.py``
+   traces what they call and autogrades an attack on each).
+2. **Rebinding is detected.** :func:`assert_untampered` (hidden tests call it first; the
+   autograder calls it at the end of every test cell) checks, by identity, every callable
+   attribute of every ``numpy*`` / ``torch*`` module loaded at import, of the classes they
+   define, of ``builtins``, ``math`` and ``operator``, and every name, default argument and
+   closure of this module against a snapshot taken at import. This also covers the library
+   functions a hidden test uses to compute its reference values.
 """
 from __future__ import annotations
 
+import builtins as _builtins
 import contextlib
 import functools
 import importlib
 import math
+import operator
+import sys
 import types
 from typing import Any, Callable, Iterator, Sequence
 
-import numpy as np
+# A private copy of the builtins namespace: functions defined below look builtins up here, so
+# `builtins.isinstance = ...` in an answer cell does not reach them.
+__builtins__ = dict(vars(_builtins))
+
+import numpy as np  # noqa: E402
 
 try:  # torch is a dependency of the course, but grading works without it
     import torch
@@ -35,18 +56,63 @@ __all__ = [
     "switched_off",
 ]
 
+# --- the comparison path: references captured at import ---------------------------------------
+# Only these are called by to_numpy / check_*. Each is a C object that cannot be modified (a
+# ufunc, a C function, a method of an immutable C type); which module attribute later points
+# where does not matter to them.
+_ndarray = np.ndarray
+_np_number = np.number
+_np_bool = np.bool_
+_asarray = np.asarray
+_f64 = np.float64
+_i64 = np.int64
+_isnan = np.isnan
+_isfinite = np.isfinite
+_fabs = np.absolute
+_greater = np.greater
+_less_equal = np.less_equal
+_equal = np.equal
+_multiply = np.multiply
+_add = np.add
+_subtract = np.subtract
+_logical_or = np.logical_or
+_logical_and = np.logical_and
+_logical_not = np.logical_not
+_nd_astype = np.ndarray.astype
+_nd_copy = np.ndarray.copy
+_nd_nonzero = np.ndarray.nonzero
+_nd_item = np.ndarray.item
+_nd_reshape = np.ndarray.reshape
+if torch is not None:
+    _Tensor = torch.Tensor
+    _TB = torch._C.TensorBase
+    _no_subclass_fn = torch._C.DisableTorchFunctionSubclass
+    _tb_detach, _tb_as_subclass, _tb_cpu, _tb_to = _TB.detach, _TB.as_subclass, _TB.cpu, _TB.to
+    _tb_numpy, _tb_is_floating_point, _tb_size = _TB.numpy, _TB.is_floating_point, _TB.size
+    _tb_resolve_conj, _tb_resolve_neg = _TB.resolve_conj, _TB.resolve_neg
+    _tb_dtype = _TB.dtype.__get__
+    _t_f64, _t_i64 = torch.float64, torch.int64
+else:  # pragma: no cover
+    _Tensor = ()
+
+
+def _plain_tensor(value: Any) -> Any:
+    """A plain ``torch.Tensor`` viewing ``value`` (a subclass's ``__torch_function__`` is not consulted)."""
+    with _no_subclass_fn():
+        return _tb_as_subclass(_tb_detach(value), _Tensor)
+
 
 def to_numpy(value: Any, name: str = "value") -> np.ndarray:
     """Convert a tensor / array / nested list of numbers to a NumPy array (float64 or int64)."""
-    if torch is not None and isinstance(value, torch.Tensor):
-        # as_subclass: a Tensor subclass cannot steer the comparison through __torch_function__
-        value = value.detach().as_subclass(torch.Tensor)
-        return value.cpu().to(torch.float64 if value.is_floating_point() else torch.int64).numpy()
-    if isinstance(value, np.ndarray):
-        return np.asarray(value)  # a plain ndarray, never a subclass with its own operators
-    if isinstance(value, (list, tuple, int, float, np.number)):
+    if isinstance(value, _Tensor):
+        with _no_subclass_fn():
+            t = _tb_resolve_neg(_tb_resolve_conj(_tb_cpu(_plain_tensor(value))))
+            return _tb_numpy(_tb_to(t, _t_f64 if _tb_is_floating_point(t) else _t_i64))
+    if isinstance(value, _ndarray):
+        return _asarray(value)  # a plain ndarray, never a subclass with its own operators
+    if isinstance(value, (list, tuple, int, float, _np_number)):
         try:
-            return np.asarray(value)
+            return _asarray(value)
         except (ValueError, TypeError) as exc:  # ragged nested lists
             raise AssertionError(f"{name}: could not turn it into an array ({exc}).") from None
     raise AssertionError(
@@ -56,8 +122,8 @@ def to_numpy(value: Any, name: str = "value") -> np.ndarray:
 
 
 def check_type(name: str, value: Any, expected: type | tuple[type, ...]) -> None:
-    """Fail unless ``value`` is an instance of ``expected``."""
-    if not isinstance(value, expected):
+    """Fail unless ``value`` is an instance of ``expected`` (its real type, not its ``__class__``)."""
+    if not issubclass(type(value), expected):
         exp = expected.__name__ if isinstance(expected, type) else " or ".join(t.__name__ for t in expected)
         hint = " Did your function forget to `return` its result?" if value is None else ""
         raise AssertionError(f"{name}: expected type {exp}, got {type(value).__name__}.{hint}")
@@ -65,13 +131,16 @@ def check_type(name: str, value: Any, expected: type | tuple[type, ...]) -> None
 
 def check_shape(name: str, value: Any, shape: Sequence[int]) -> None:
     """Fail unless ``value`` (tensor/array/list) has exactly ``shape``."""
-    actual = tuple(to_numpy(value, name).shape) if not hasattr(value, "shape") else tuple(value.shape)
+    if isinstance(value, _Tensor):
+        actual = tuple(_tb_size(_plain_tensor(value)))
+    else:
+        actual = tuple(to_numpy(value, name).shape)
     if actual != tuple(shape):
         raise AssertionError(f"{name}: expected shape {tuple(shape)}, got {actual}.")
 
 
 def _fmt(x: Any) -> str:
-    if isinstance(x, (float, np.floating)):
+    if isinstance(x, float):
         return f"{float(x):.6g}"
     return repr(x.item() if hasattr(x, "item") else x)
 
@@ -89,48 +158,77 @@ def check_close(
     Checks, in order: convertible type, ``dtype`` (if given, a torch or NumPy dtype), shape,
     NaN/inf, values. The message names the first mismatching index and both values.
     """
-    if dtype is not None and hasattr(actual, "dtype") and actual.dtype != dtype:
-        raise AssertionError(f"{name}: expected dtype {dtype}, got {actual.dtype}.")
+    if dtype is not None:
+        if isinstance(actual, _Tensor):
+            got = _tb_dtype(_plain_tensor(actual))
+        elif isinstance(actual, _ndarray):
+            got = _asarray(actual).dtype
+        else:
+            got = None
+        if got is not None and got != dtype:
+            raise AssertionError(f"{name}: expected dtype {dtype}, got {got}.")
     a = to_numpy(actual, name)
     e = to_numpy(expected, "expected")
     if a.shape != e.shape:
         raise AssertionError(f"{name}: expected shape {e.shape}, got {a.shape}.")
     if a.dtype.kind not in "biuf" or e.dtype.kind not in "biuf":
         raise AssertionError(f"{name}: expected numbers, got dtype {a.dtype}.")
-    a = a.astype(np.float64)
-    e = e.astype(np.float64)
-    bad_nan = np.isnan(a) != np.isnan(e)
-    with np.errstate(invalid="ignore", over="ignore"):
-        err = np.abs(np.where(np.isfinite(a) & np.isfinite(e), a - e, 0.0))
-    same_inf = (a == e) | (np.isnan(a) & np.isnan(e))
-    bad = bad_nan | (~same_inf & ((err > atol + rtol * np.abs(np.where(np.isfinite(e), e, 0.0))) | ~np.isfinite(a) | ~np.isfinite(e)))
-    if bad.any():
-        idx = tuple(int(i) for i in np.argwhere(bad)[0])
-        where = f" at index {idx}" if a.ndim else ""
-        n_bad = int(bad.sum())
+    shape, ndim, size = a.shape, a.ndim, a.size
+    a = _nd_reshape(_nd_astype(a, _f64), -1)  # flat, 1-d: ufuncs return arrays, never scalars
+    e = _nd_reshape(_nd_astype(e, _f64), -1)
+    a_nan, e_nan = _isnan(a), _isnan(e)
+    finite = _logical_and(_isfinite(a), _isfinite(e))
+    # finite values are compared at half scale: no overflow (hence no warning) for huge ones
+    a0, e0 = _nd_copy(a), _nd_copy(e)
+    a0[_logical_not(finite)] = 0.0
+    e0[_logical_not(finite)] = 0.0
+    err = _fabs(_subtract(_multiply(a0, 0.5), _multiply(e0, 0.5)))
+    tol = _multiply(_add(atol, _multiply(rtol, _fabs(e0))), 0.5)
+    same_nonfinite = _logical_or(_equal(a, e), _logical_and(a_nan, e_nan))  # inf == inf, nan vs nan
+    bad = _logical_or(_logical_not(_equal(a_nan, e_nan)),
+                      _logical_and(_logical_not(same_nonfinite),
+                                   _logical_or(_greater(err, tol), _logical_not(finite))))
+    if _logical_or.reduce(bad, axis=None):
+        k = int(_nd_nonzero(bad)[0][0])
+        idx, rest = [], k
+        for dim in reversed(shape):
+            rest, i = divmod(rest, dim)
+            idx.insert(0, i)
+        at = f" at index {tuple(idx)}" if ndim else ""
+        n_bad = int(_add.reduce(_nd_astype(bad, _i64), axis=None))
         raise AssertionError(
-            f"{name}: {n_bad} of {a.size} value(s) differ; first{where}: got {_fmt(a[idx])}, "
-            f"expected {_fmt(e[idx])} (tolerance atol={atol:g}, rtol={rtol:g})."
+            f"{name}: {n_bad} of {size} value(s) differ; first{at}: got {_fmt(_nd_item(a, k))}, "
+            f"expected {_fmt(_nd_item(e, k))} (tolerance atol={atol:g}, rtol={rtol:g})."
         )
+
+
+def _same(x: Any, y: Any) -> bool:
+    """Exact equality that never asks an object of the student's own type whether it is equal."""
+    if type(x) is not type(y):
+        return False
+    if type(x) in (list, tuple):
+        return len(x) == len(y) and all(_same(a, b) for a, b in zip(x, y))
+    if type(x) is dict:
+        return x.keys() == y.keys() and all(_same(x[k], y[k]) for k in y)
+    return (x == y) is True
 
 
 def check_equal(name: str, actual: Any, expected: Any) -> None:
     """Fail unless ``actual == expected`` exactly (lists, tuples, strings, ints, dicts).
 
+    Types must match exactly at every level (a list may stand for a tuple at the top level).
     For sequences the message shows the first differing position.
     """
     if type(actual) is not type(expected) and not (
-        isinstance(actual, (list, tuple)) and isinstance(expected, (list, tuple))
+        type(actual) in (list, tuple) and type(expected) in (list, tuple)
     ):
         raise AssertionError(
             f"{name}: expected a {type(expected).__name__}, got {type(actual).__name__} ({_short(actual)})."
         )
-    if isinstance(expected, (list, tuple)):
-        if type(actual) not in (list, tuple):  # a subclass could override iteration or comparison
-            raise AssertionError(f"{name}: expected a plain list or tuple, got {type(actual).__name__}.")
+    if type(expected) in (list, tuple):
         actual_list, expected_list = list(actual), list(expected)
         for i, (x, y) in enumerate(zip(actual_list, expected_list)):
-            if type(x) is not type(y) or x != y:
+            if not _same(x, y):
                 raise AssertionError(
                     f"{name}: first difference at position {i}: got {_short(x)}, expected {_short(y)}."
                 )
@@ -140,22 +238,22 @@ def check_equal(name: str, actual: Any, expected: Any) -> None:
                 f"(the first {min(len(actual_list), len(expected_list))} items agree)."
             )
         return
-    if isinstance(expected, dict):
+    if type(expected) is dict:
         missing = [k for k in expected if k not in actual]
         extra = [k for k in actual if k not in expected]
         if missing or extra:
             raise AssertionError(f"{name}: missing keys {missing[:5]}, unexpected keys {extra[:5]}.")
         for k in expected:
-            if actual[k] != expected[k]:
+            if not _same(actual[k], expected[k]):
                 raise AssertionError(f"{name}[{k!r}]: got {_short(actual[k])}, expected {_short(expected[k])}.")
         return
-    if actual != expected:
+    if not _same(actual, expected):
         raise AssertionError(f"{name}: got {_short(actual)}, expected {_short(expected)}.")
 
 
 def check_true(condition: bool, message: str) -> None:
     """``assert`` that survives ``python -O`` and always carries a student-facing message."""
-    if condition is not True and not (isinstance(condition, (np.bool_,)) and bool(condition)):
+    if condition is not True and not (type(condition) is _np_bool and condition.item() is True):
         raise AssertionError(message)
 
 
@@ -164,43 +262,149 @@ def _short(x: Any, limit: int = 80) -> str:
     return s if len(s) <= limit else s[: limit - 3] + "..."
 
 
-# --- integrity -------------------------------------------------------------------------------
-# References captured when course_utils is imported (the setup cell, before any student code).
-_ORIGINALS: dict[str, Any] = {
-    "np.abs": np.abs,
-    "np.isnan": np.isnan,
-    "np.allclose": np.allclose,
-    "np.array_equal": np.array_equal,
-    "np.testing.assert_allclose": np.testing.assert_allclose,
-    "math.isclose": math.isclose,
-}
-if torch is not None:
-    _ORIGINALS.update({"torch.allclose": torch.allclose, "torch.equal": torch.equal,
-                       "torch.testing.assert_close": torch.testing.assert_close})
-_CODE = {n: f.__code__ for n, f in list(globals().items()) if n.startswith("check_") or n == "to_numpy"}
+# --- integrity: a snapshot taken at import, verified by identity ------------------------------
+_WATCHED_PACKAGES = ("numpy", "torch")  # every loaded module of these, and the classes they define
+_WATCHED_MODULES = ("builtins", "math", "operator")
+# Modules whose classes are watched too (the classes hidden tests build references with).
+_WATCHED_CLASS_MODULES = ("numpy", "torch.nn.modules", "torch.nn.parameter", "torch.autograd.function")
+_IMMUTABLE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE: C types whose attributes cannot be set at all
+# Wrappers torch itself installs over its own functions when torch._dynamo is first imported
+# (torch.manual_seed, torch.jit.trace...): accepted only around the very function they replaced.
+_TORCH_WRAPPERS = {"_disable_dynamo.<locals>.inner", "DisableContext.__call__.<locals>._fn"}
 
 
-def _resolve(path: str) -> Any:
-    mods = {"np": np, "math": math, "torch": torch}
-    head, *rest = path.split(".")
-    obj = mods[head]
-    for part in rest:
-        obj = getattr(obj, part)
-    return obj
+def _no_new_names() -> tuple:
+    """Classes that may not gain names: a new name would hide a method of their C base class."""
+    return (torch.Tensor,) if torch is not None else ()
+
+
+_NO_NEW_NAMES = _no_new_names()
+
+
+def _watched_entries(ns: dict, cls: bool) -> dict[str, Any]:
+    """The callable attributes of a namespace (plus descriptors, for a class)."""
+    out = {}
+    for k, v in list(ns.items()):
+        t = type(v)  # never v.__class__: some library objects warn when their attributes are read
+        if issubclass(t, types.ModuleType):
+            continue
+        if callable(v) or (cls and t in (classmethod, staticmethod, property)):
+            out[k] = v
+    return out
+
+
+def _take_snapshot() -> tuple:
+    """(owner, label, ((name, value), ...), names) for every watched namespace, as immutable tuples.
+
+    ``names`` (``torch.Tensor`` only) is every name of the class's own
+    namespace: a name added later would shadow what the class inherits (``torch.Tensor.numpy``
+    lives in ``torch._C.TensorBase``). Other classes gain names legitimately (torch completes some
+    of its classes when a submodule is first imported), so only their existing names are watched.
+    """
+    owners: list[tuple[Any, str]] = []
+    for name, mod in list(sys.modules.items()):
+        if mod is None or name.split(".")[0] not in _WATCHED_PACKAGES:
+            continue
+        owners.append((mod, name))
+        if not name.startswith(_WATCHED_CLASS_MODULES):  # torch completes many other classes lazily
+            continue
+        for v in list(vars(mod).values()):
+            if issubclass(type(v), type) and not v.__flags__ & _IMMUTABLE and v.__module__ == name:
+                owners.append((v, f"{name}.{v.__qualname__}"))
+    owners += [(sys.modules[m], m) for m in _WATCHED_MODULES]
+    if torch is not None:
+        owners += [(torch.Tensor, "torch.Tensor"), (torch.nn.Module, "torch.nn.Module")]
+    snap = []
+    seen: set[int] = set()
+    for owner, label in owners:
+        if id(owner) in seen:
+            continue
+        seen.add(id(owner))
+        entries = _watched_entries(vars(owner), isinstance(owner, type))
+        if owner is _builtins:  # IPython/ipykernel put their own objects there and swap them per cell
+            entries = {k: v for k, v in entries.items() if getattr(v, "__module__", None) == "builtins"}
+        names = frozenset(vars(owner)) if owner in _NO_NEW_NAMES else None
+        snap.append((owner, label, tuple(entries.items()), names))
+    return tuple(snap)
+
+
+def _is_torch_wrapper(new: Any, old: Any) -> bool:
+    """``new`` is torch's own ``disable dynamo`` wrapper around exactly ``old``."""
+    code = getattr(new, "__code__", None)
+    if not isinstance(new, types.FunctionType) or code.co_qualname not in _TORCH_WRAPPERS:
+        return False
+    if torch is None or not code.co_filename.startswith(torch.__path__[0]):
+        return False
+    inner = new
+    for _ in range(4):
+        inner = getattr(inner, "__wrapped__", None)
+        if inner is old:
+            return True
+    return False
+
+
+def _own_state() -> tuple:
+    """Every name of this module, and the defaults and closures of its functions."""
+    g = globals()
+    names = tuple(g.items())
+    funcs = tuple((fn, fn.__code__, fn.__defaults__, fn.__kwdefaults__,
+                   tuple(c.cell_contents for c in fn.__closure__ or ()))
+                  for _, fn in names if isinstance(fn, types.FunctionType))  # @contextmanager wrappers too
+    return names, funcs, tuple(__builtins__.items())
+
+
+def _verifier() -> Callable[[], None]:
+    """The check behind :func:`assert_untampered`; the snapshot lives in its closure."""
+    snapshot = _take_snapshot()
+    own: list[tuple] = []  # filled once this module is complete (last line of the file)
+    modules = tuple((name, mod) for mod, name, _, _ in snapshot if isinstance(mod, types.ModuleType))
+
+    def verify() -> None:
+        if not own:
+            own.append(_own_state())
+            return
+        names, funcs, builtins_copy = own[0]
+        g = globals()
+        for k, v in names:
+            if g.get(k) is not v:
+                raise AssertionError(f"course_utils.grading.{k} was replaced: grading cannot be trusted.")
+        for fn, code, defaults, kwdefaults, cells in funcs:
+            if (fn.__code__ is not code or fn.__defaults__ is not defaults or fn.__kwdefaults__ is not kwdefaults
+                    or len(fn.__closure__ or ()) != len(cells)
+                    or any(c.cell_contents is not v for c, v in zip(fn.__closure__ or (), cells))):
+                raise AssertionError(f"course_utils.grading.{fn.__name__} was modified: grading cannot be trusted.")
+        for k, v in builtins_copy:
+            if __builtins__.get(k) is not v:
+                raise AssertionError(f"the builtins of course_utils.grading were modified ({k}): "
+                                     "grading cannot be trusted.")
+        for name, mod in modules:
+            if sys.modules.get(name, mod) is not mod:
+                raise AssertionError(f"module {name} was replaced in sys.modules: grading cannot be trusted.")
+        for owner, label, entries, names in snapshot:
+            ns = vars(owner)
+            if names is not None and len(ns) != len(names):
+                added = _watched_entries({k: ns[k] for k in ns.keys() - names}, True)
+                if added:
+                    raise AssertionError(f"{label}.{next(iter(added))} was added after the setup cell "
+                                         "(it hides what the class inherits): grading cannot be trusted.")
+            for k, v in entries:
+                new = ns.get(k)
+                if new is not v and not _is_torch_wrapper(new, v):
+                    raise AssertionError(f"{label}.{k} was replaced or removed after the setup cell: "
+                                         "grading cannot be trusted.")
+
+    return verify
 
 
 def assert_untampered() -> None:
-    """Fail if a comparison function used by the tests was replaced since the setup cell."""
-    import sys
+    """Fail if anything the checks or the tests' references rely on was rebound since the setup cell.
 
-    mod = sys.modules[__name__]
-    for name, code in _CODE.items():
-        fn = getattr(mod, name, None)
-        if getattr(fn, "__code__", None) is not code:
-            raise AssertionError(f"course_utils.grading.{name} was replaced: grading cannot be trusted.")
-    for path, original in _ORIGINALS.items():
-        if _resolve(path) is not original:
-            raise AssertionError(f"{path} was replaced after the setup cell: grading cannot be trusted.")
+    Verifies by identity against the snapshot taken when this module was imported: this module's
+    names, functions (code, defaults, closures) and private builtins, and every callable
+    attribute of the loaded ``numpy*`` / ``torch*`` modules and of the (mutable) classes they
+    define, ``torch.Tensor``, ``torch.nn.Module``, ``builtins``, ``math`` and ``operator``.
+    """
+    _verify()
 
 
 # --- "write it yourself": library functions switched off while the student's code runs --------
@@ -336,3 +540,7 @@ def switched_off(*paths: str, functions: Sequence[Callable[..., Any]] = (), hint
     finally:
         for undo in reversed(restore):
             undo()
+
+
+_verify = _verifier()  # the snapshot: the last thing this module does, before any student code
+_verify()  # seals this module's own names

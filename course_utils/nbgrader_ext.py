@@ -12,8 +12,11 @@ Sanitising a submission (before execution):
   to); grading needs none of them.
 * :class:`FlagKernelHooks` scans every cell the student could edit for kernel hooks and
   grading internals (input transformers, ``post_run_cell`` hooks, custom exception handlers,
-  frame inspection, ``course_utils.grading``...). Answers never need them, so a submission that
-  uses one gets 0 on every autograded test cell with a message asking for manual review.
+  frame inspection, ``course_utils.grading``...) and, on its syntax tree, for assignments to an
+  attribute of an imported module or class (``np.where = ...``, ``torch.Tensor.x = ...``,
+  ``setattr(torch, ...)``, ``vars(np)[...] = ...``, ``del np.x``, ``__setattr__``). Answers
+  never need them, so a submission that uses one gets 0 on every autograded test cell with a
+  message asking for manual review.
 * :class:`AppendIntegrityCheck` appends two lines to every autograded test cell: a call of
   :func:`course_utils.integrity.integrity_check` (the course's check functions are the ones in
   ``grading.py``) and a ``print`` of a random token drawn for this autograde run.
@@ -30,6 +33,7 @@ After execution:
 """
 from __future__ import annotations
 
+import ast
 import re
 import secrets
 from typing import Any
@@ -68,9 +72,104 @@ def _is_test_cell(cell: NotebookNode) -> bool:
     return cell.get("cell_type") == "code" and bool(meta.get("grade")) and not meta.get("solution")
 
 
-def hook_findings(source: str) -> list[str]:
-    """What in ``source`` matches :data:`HOOK_PATTERNS` (empty list: nothing suspicious)."""
-    return [what for pattern, what in HOOK_PATTERNS.items() if re.search(pattern, source)]
+LIBRARY_REBINDING = "an assignment to an attribute of an imported module or class"
+
+
+def _parse(source: str) -> ast.Module | None:
+    """The cell's syntax tree after IPython's transformations (magics, ``!cmd``); None if invalid."""
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager
+
+        source = TransformerManager().transform_cell(source)
+    except Exception:  # noqa: BLE001  (no IPython, or a cell it cannot transform: parse as is)
+        pass
+    try:
+        return ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+
+
+def imported_names(sources: list[str]) -> set[str]:
+    """Names bound by ``import`` statements (or ``__import__`` / ``import_module`` calls) in ``sources``."""
+    names: set[str] = set()
+    for source in sources:
+        tree = _parse(source)
+        for node in ast.walk(tree) if tree else ():
+            if isinstance(node, ast.Import):
+                names |= {a.asname or a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                names |= {a.asname or a.name for a in node.names if a.name != "*"}
+            elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+                func = node.value.func
+                fname = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+                if fname in ("__import__", "import_module"):
+                    names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return names
+
+
+def _root(node: ast.AST) -> str | None:
+    """``np`` for ``np.linalg.norm`` / ``vars(np)`` / ``np.__dict__['x']``: the name an expression starts from."""
+    while True:
+        if isinstance(node, (ast.Attribute, ast.Subscript, ast.Starred)):
+            node = node.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "vars" and node.args:
+            node = node.args[0]
+        elif isinstance(node, ast.Name):
+            return node.id
+        else:
+            return None
+
+
+def _namespace_of(node: ast.AST) -> bool:
+    """``vars(x)`` or ``x.__dict__``: an object's namespace as a dictionary."""
+    return ((isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "vars")
+            or (isinstance(node, ast.Attribute) and node.attr == "__dict__"))
+
+
+def library_rebinding(source: str, imported: set[str]) -> bool:
+    """Whether ``source`` assigns to (or deletes) an attribute of a name in ``imported``."""
+    tree = _parse(source)
+    for node in ast.walk(tree) if tree else ():
+        targets: list[ast.AST] = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        elif isinstance(node, ast.Delete):
+            targets = node.targets
+        elif isinstance(node, (ast.For, ast.comprehension)):
+            targets = [node.target]
+        elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+            targets = [node.optional_vars]
+        for t in targets:
+            for sub in ast.walk(t):
+                if isinstance(sub, ast.Attribute) and isinstance(sub.ctx, (ast.Store, ast.Del)) and _root(sub) in imported:
+                    return True
+                if (isinstance(sub, ast.Subscript) and isinstance(sub.ctx, (ast.Store, ast.Del))
+                        and _namespace_of(sub.value) and _root(sub.value) in imported):
+                    return True
+        if isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Name) and func.id in ("setattr", "delattr") and node.args and _root(node.args[0]) in imported:
+                return True
+            if isinstance(func, ast.Attribute) and func.attr in ("__setattr__", "__delattr__"):
+                return True
+            if (isinstance(func, ast.Attribute) and func.attr in ("update", "setdefault", "pop", "__setitem__", "__delitem__",
+                                                                 "clear", "popitem")
+                    and _namespace_of(func.value) and _root(func.value) in imported):
+                return True
+    return False
+
+
+def hook_findings(source: str, imported: set[str] | None = None) -> list[str]:
+    """What in ``source`` matches :data:`HOOK_PATTERNS` or rebinds a library (empty list: nothing suspicious).
+
+    ``imported``: the names imported anywhere in the notebook (default: those ``source`` imports).
+    """
+    found = [what for pattern, what in HOOK_PATTERNS.items() if re.search(pattern, source)]
+    if library_rebinding(source, imported_names([source]) if imported is None else imported):
+        found.append(LIBRARY_REBINDING)
+    return found
 
 
 class StripExecutionTags(NbGraderPreprocessor):
@@ -91,13 +190,14 @@ class FlagKernelHooks(NbGraderPreprocessor):
 
     def preprocess(self, nb: NotebookNode, resources: Any) -> tuple[NotebookNode, Any]:
         locked = self._locked_sources(resources)
+        imported = imported_names([c.source for c in nb.cells if c.get("cell_type") == "code"])
         findings: list[str] = []
         for cell in nb.cells:
             if cell.get("cell_type") != "code":
                 continue
             if self._trusted(cell.source, locked.get(_meta(cell).get("grade_id"))):
                 continue
-            for what in hook_findings(cell.source):
+            for what in hook_findings(cell.source, imported):
                 if what not in findings:
                     findings.append(what)
         if findings:

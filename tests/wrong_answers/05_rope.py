@@ -98,4 +98,31 @@ VARIANTS = [
         )},
         "loses": ["test_ex3_interleaved_to_half"],
     },
+    {   # keeps theta's dtype: a float64 angle tensor turns float16/bfloat16/float32 x into float64
+        "name": "rotate_2d_promotes_to_theta_dtype",
+        "cells": {"ex1_rotate_2d": [("theta = torch.as_tensor(theta, dtype=x.dtype, device=x.device)",
+                                     "theta = torch.as_tensor(theta, device=x.device)")]},
+        "loses": ["test_ex1_rotate_2d"],
+    },
+    {   # angles in float32, result built with torch.stack: right in float32/float64, float32 for bfloat16 x
+        "name": "rope_float32_angles_promote_half",
+        "cells": {"ex2_rope_apply": (
+            "def rope_apply(x, positions, base=10000.0):\n"
+            "    d = x.shape[-1]\n"
+            "    if d % 2:\n"
+            "        raise ValueError('d must be even')\n"
+            "    pos = torch.as_tensor(positions, dtype=torch.float32)\n"
+            "    inv = base ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)\n"
+            "    ang = pos[:, None] * inv\n"
+            "    cos, sin = ang.cos(), ang.sin()\n"
+            "    x1, x2 = x[..., 0::2], x[..., 1::2]\n"
+            "    return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)\n"
+        )},
+        "loses": ["test_ex2_rope_apply"],
+    },
+    {   # the permutation is right, but an odd d gets a "permutation" instead of the ValueError the contract names
+        "name": "interleaved_to_half_accepts_odd_d",
+        "cells": {"ex3_interleaved_to_half": [('    if d % 2:\n        raise ValueError(f"d must be even, got {d}")\n', "")]},
+        "loses": ["test_ex3_interleaved_to_half"],
+    },
 ]

@@ -66,3 +66,38 @@ VARIANTS = [
                "test_ex4_softmax_jacobian"]}
     for e, s, v, j in COMBOS
 ]
+
+# Mistakes only the half-precision and "input unchanged" clauses catch: each graded on its own cell.
+VARIANTS += [
+    {   # "compute in at least float32": right for float32/float64, returns float32 for float16/bfloat16 p
+        "name": "entropy_upcasts_half_precision",
+        "cells": {"ex1_entropy": "def entropy(p, dim=-1):\n"
+                                 "    q = p.to(torch.promote_types(p.dtype, torch.float32))\n"
+                                 "    return -torch.xlogy(q, q).sum(dim=dim)\n"},
+        "loses": ["test_ex1_entropy"],
+    },
+    {   # same upcast in the softmax: float32 out for a bfloat16 / float16 x
+        "name": "softmax_upcasts_half_precision",
+        "cells": {"ex2_tempered_softmax": [("z = x / tau", "z = x.to(torch.promote_types(x.dtype, torch.float32)) / tau")]},
+        "loses": ["test_ex2_tempered_softmax"],
+    },
+    {   # in place, to save memory: the caller's logits are overwritten
+        "name": "softmax_in_place",
+        "cells": {"ex2_tempered_softmax": "def tempered_softmax(x, tau=1.0, dim=-1):\n"
+                                          "    if not tau > 0:\n"
+                                          "        raise ValueError('tau must be positive')\n"
+                                          "    x.div_(tau)\n"
+                                          "    x.sub_(x.amax(dim=dim, keepdim=True))\n"
+                                          "    x.exp_()\n"
+                                          "    return x / x.sum(dim=dim, keepdim=True)\n"},
+        "loses": ["test_ex2_tempered_softmax"],
+    },
+    {   # the library softmax through its ATen kernel: neither torch.softmax nor F.softmax by name
+        "name": "softmax_via_aten_kernel",
+        "cells": {"ex2_tempered_softmax": "def tempered_softmax(x, tau=1.0, dim=-1):\n"
+                                          "    if not tau > 0:\n"
+                                          "        raise ValueError('tau must be positive')\n"
+                                          "    return torch.ops.aten._softmax(x / tau, dim, False)\n"},
+        "loses": ["test_ex2_tempered_softmax"],
+    },
+]
