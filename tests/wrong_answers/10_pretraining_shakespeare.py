@@ -1,0 +1,87 @@
+"""Plausible wrong answers for 10_pretraining_shakespeare (see CONTRIBUTING.md, "Wrong answers")."""
+
+_SDPA_SHORTCUT = '''    def forward(self, x):
+        if x.dim() != 3 or x.shape[-1] != self.n_embd:
+            raise ValueError(f"expected x of shape (B, T, {self.n_embd}), got {tuple(x.shape)}")
+        B, T, C = x.shape
+        H, D = self.n_head, C // self.n_head
+        q, k, v = self.in_proj(x).split(C, dim=-1)
+        q, k, v = (t.view(B, T, H, D).transpose(1, 2) for t in (q, k, v))
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                             dropout_p=self.attn_drop.p if self.training else 0.0)
+        return self.out_proj(out.transpose(1, 2).reshape(B, T, C))
+'''
+
+VARIANTS = [
+    # Exercise 1: the batch sampler
+    {"name": "batch_targets_x_plus_one",                 # right on the visible test's text 0, 1, 2, ...
+     "cells": {"ex1_get_batch": [("return data[idx].long(), data[idx + 1].long()",
+                                  "return data[idx].long(), data[idx].long() + 1")]},
+     "loses": ["test_ex1_get_batch"]},
+    {"name": "batch_last_offset_never_drawn",             # off by one: randint's high is already exclusive
+     "cells": {"ex1_get_batch": [("torch.randint(len(data) - block_size, ",
+                                  "torch.randint(len(data) - block_size - 1, ")]},
+     "loses": ["test_ex1_get_batch"]},
+    {"name": "batch_offset_past_the_end",
+     "cells": {"ex1_get_batch": [("torch.randint(len(data) - block_size, ",
+                                  "torch.randint(len(data) - block_size + 1, ")]},
+     "loses": ["test_ex1_get_batch"]},
+    {"name": "batch_ignores_generator",
+     "cells": {"ex1_get_batch": [("(batch_size,), generator=generator)", "(batch_size,))")]},
+     "loses": ["test_ex1_get_batch"]},
+    {"name": "batch_no_input_checks",                     # torch's own RuntimeError instead of a clear ValueError
+     "cells": {"ex1_get_batch": [("    if block_size >= len(data):\n", "    if False:\n")]},
+     "loses": ["test_ex1_get_batch"]},
+    {"name": "batch_keeps_data_dtype",                    # int32 text gives int32 batches
+     "cells": {"ex1_get_batch": [("return data[idx].long(), data[idx + 1].long()", "return data[idx], data[idx + 1]")]},
+     "loses": ["test_ex1_get_batch"]},
+    # Exercise 2: causal self-attention
+    {"name": "attention_no_causal_mask",
+     "cells": {"ex2_attention": [("scores.masked_fill(future, float(\"-inf\"))", "scores")]},
+     "loses": ["test_ex2_attention"]},
+    {"name": "attention_scaled_by_model_width",
+     "cells": {"ex2_attention": [("/ math.sqrt(D)", "/ math.sqrt(C)")]},
+     "loses": ["test_ex2_attention"]},
+    {"name": "attention_heads_split_without_transpose",
+     "cells": {"ex2_attention": [("(t.view(B, T, H, D).transpose(1, 2) for t in (q, k, v))",
+                                  "(t.reshape(B, H, T, D) for t in (q, k, v))")]},
+     "loses": ["test_ex2_attention"]},
+    {"name": "attention_softmax_over_queries",
+     "cells": {"ex2_attention": [(".softmax(dim=-1)", ".softmax(dim=-2)")]},
+     "loses": ["test_ex2_attention"]},
+    {"name": "attention_two_heads_hard_coded",            # right for the visible test's n_head = 2 only
+     "cells": {"ex2_attention": [("H, D = self.n_head, C // self.n_head", "H, D = 2, C // 2")]},
+     "loses": ["test_ex2_attention"]},
+    {"name": "attention_library_sdpa",                    # right values, but the library does the work
+     "cells": {"ex2_attention": [("    def forward(self, x):\n", "    def _unused(self, x):\n"),
+                                 ("        return self.out_proj(out)\n", "        return self.out_proj(out)\n\n" + _SDPA_SHORTCUT)]},
+     "loses": ["test_ex2_attention"]},
+    {"name": "attention_dropout_always_on",
+     "cells": {"ex2_attention": [("weights = self.attn_drop(", "weights = F.dropout(training=True, p=self.attn_drop.p, input=")]},
+     "loses": ["test_ex2_attention"]},
+    # Exercise 3: the training step
+    {"name": "step_without_zero_grad",                    # gradients accumulate across steps
+     "cells": {"ex3_train_step": [("    optimizer.zero_grad(set_to_none=True)\n", "")]},
+     "loses": ["test_ex3_train_step"]},
+    {"name": "step_clips_after_the_update",
+     "cells": {"ex3_train_step": [("    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)\n    optimizer.step()\n",
+                                   "    optimizer.step()\n    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)\n")]},
+     "loses": ["test_ex3_train_step"]},
+    {"name": "step_clips_values_not_norm",
+     "cells": {"ex3_train_step": [("torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)",
+                                   "torch.nn.utils.clip_grad_value_(model.parameters(), max_norm)")]},
+     "loses": ["test_ex3_train_step"]},
+    {"name": "step_max_norm_hard_coded",                  # right for the visible test's default max_norm = 1
+     "cells": {"ex3_train_step": [("torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)",
+                                   "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)")]},
+     "loses": ["test_ex3_train_step"]},
+    {"name": "step_returns_tensor",
+     "cells": {"ex3_train_step": [("return loss.item()", "return loss")]},
+     "loses": ["test_ex3_train_step"]},
+    {"name": "step_summed_loss",
+     "cells": {"ex3_train_step": [("y.reshape(-1))", "y.reshape(-1), reduction=\"sum\")")]},
+     "loses": ["test_ex3_train_step"]},
+    {"name": "step_keeps_eval_mode",                      # dropout stays off if the caller left eval mode on
+     "cells": {"ex3_train_step": [("    model.train()\n", "")]},
+     "loses": ["test_ex3_train_step"]},
+]
