@@ -12,7 +12,10 @@ TORCH  ?= torch==2.13.0
 TORCH_INDEX ?=
 
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
-TEST_ENV := HF_HUB_OFFLINE=1 LLM_COURSE_OFFLINE=1 LLM_COURSE_CI=1 TOKENIZERS_PARALLELISM=false
+# Each of the $(JOBS) test workers runs its notebooks' kernels with one BLAS/OpenMP thread: two
+# workers with two threads each on a 2-core machine oversubscribe it (torch matmuls get ~5x slower).
+TEST_THREADS ?= 1
+TEST_ENV := HF_HUB_OFFLINE=1 LLM_COURSE_OFFLINE=1 LLM_COURSE_CI=1 TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS=$(TEST_THREADS)
 
 .PHONY: lab test install doctor release check-release selftest clean
 
