@@ -64,3 +64,89 @@ VARIANTS = [
          "    return type(sa).forward(sa, hidden_states, attention_mask=ext)[1][:, head]\n")},
      "loses": ["test_ex3_head_attention"]},
 ]
+
+# Issue 11 audit: wrong answers that earned full marks before the contracts were stated and checked
+VARIANTS += [
+    {   # one-pass variance E[x^2] - E[x]^2: same formula on paper, cancellation when |mean| >> std
+        "name": "layernorm_one_pass_variance",
+        "cells": {"ex1_embeddings": [("var = ((x - mu) ** 2).mean(dim=-1, keepdim=True)",
+                                      "var = (x ** 2).mean(dim=-1, keepdim=True) - mu ** 2")]},
+        "loses": ["test_ex1_embeddings"],
+    },
+    {   # the library layer norm through its fused equivalent: GroupNorm with one group over the D features
+        "name": "layernorm_via_group_norm",
+        "cells": {"ex1_embeddings": [("    mu = x.mean(dim=-1, keepdim=True)\n"
+                                      "    var = ((x - mu) ** 2).mean(dim=-1, keepdim=True)\n"
+                                      "    return ln.weight * (x - mu) / torch.sqrt(var + ln.eps) + ln.bias\n",
+                                      "    D = x.shape[-1]\n"
+                                      "    return torch.nn.functional.group_norm(x.reshape(-1, D), 1, ln.weight, ln.bias, ln.eps).reshape(x.shape)\n")]},
+        "loses": ["test_ex1_embeddings"],
+    },
+    {   # the library layer norm through its ATen kernel
+        "name": "layernorm_via_aten_kernel",
+        "cells": {"ex1_embeddings": [("    mu = x.mean(dim=-1, keepdim=True)\n"
+                                      "    var = ((x - mu) ** 2).mean(dim=-1, keepdim=True)\n"
+                                      "    return ln.weight * (x - mu) / torch.sqrt(var + ln.eps) + ln.bias\n",
+                                      "    return torch.ops.aten.native_layer_norm(x, [x.shape[-1]], ln.weight, ln.bias, ln.eps)[0]\n")]},
+        "loses": ["test_ex1_embeddings"],
+    },
+    {   # normalises in float32 "for stability": a bfloat16/float16 model gets float32 vectors back
+        "name": "embeddings_upcast_to_float32",
+        "cells": {"ex1_embeddings": [("    if not layer_norm:\n", "    x = x.float()\n    if not layer_norm:\n")]},
+        "loses": ["test_ex1_embeddings"],
+    },
+    {   # centres X in place: the caller's float64 array is overwritten
+        "name": "pca_centres_input_in_place",
+        "cells": {"ex2_pca": [("    Xc = X - X.mean(axis=0)\n", "    X -= X.mean(axis=0)\n    Xc = X\n")]},
+        "loses": ["test_ex2_pca"],
+    },
+    {   # keeps X's dtype: a float32 X gets float32 scores and ratios (and float32 rounding)
+        "name": "pca_keeps_float32",
+        "cells": {"ex2_pca": [("X = np.asarray(X, dtype=np.float64)", "X = np.asarray(X)")]},
+        "loses": ["test_ex2_pca"],
+    },
+    {   # right numbers, but torch tensors instead of the NumPy arrays the docstring names
+        "name": "pca_returns_torch_tensors",
+        "cells": {"ex2_pca": (
+            "def pca_2d(X, k=2):\n"
+            "    Xt = torch.as_tensor(np.asarray(X, dtype=np.float64))\n"
+            "    Xc = Xt - Xt.mean(dim=0)\n"
+            "    U, S, Vh = torch.linalg.svd(Xc, full_matrices=False)\n"
+            "    return Xc @ Vh[:k].T, S[:k] ** 2 / (S ** 2).sum()\n")},
+        "loses": ["test_ex2_pca"],
+    },
+    {   # scikit-learn's PCA by another name: TruncatedSVD of the centred rows
+        "name": "pca_via_sklearn_truncated_svd",
+        "cells": {"ex2_pca": (
+            "from sklearn.decomposition import TruncatedSVD as _TSVD\n\n\n"
+            "def pca_2d(X, k=2):\n"
+            "    X = np.asarray(X, dtype=np.float64)\n"
+            "    Xc = X - X.mean(axis=0)\n"
+            "    p = _TSVD(n_components=k, algorithm='arpack')\n"
+            "    return p.fit_transform(Xc), p.explained_variance_ratio_\n")},
+        "loses": ["test_ex2_pca"],
+    },
+    {   # softmax in float32 "for stability": float16/bfloat16 hidden states get float32 weights back
+        "name": "attention_softmax_upcast_float32",
+        "cells": {"ex3_head_attention": [("return torch.softmax(scores, dim=-1)", "return torch.softmax(scores.float(), dim=-1)")]},
+        "loses": ["test_ex3_head_attention"],
+    },
+    {   # softmax written without the max shift: exp overflows when the scores are large
+        "name": "attention_softmax_no_max_shift",
+        "cells": {"ex3_head_attention": [("return torch.softmax(scores, dim=-1)",
+                                          "e = scores.exp()\n    return e / e.sum(dim=-1, keepdim=True)")]},
+        "loses": ["test_ex3_head_attention"],
+    },
+    {   # the weights out of a fused attention kernel: SDPA with the identity matrix as values
+        "name": "attention_via_sdpa_identity_values",
+        "cells": {"ex3_head_attention": [("    scores = q @ k.transpose(-1, -2) / d_k ** 0.5                          # (B, n, n)\n"
+                                          "    if attention_mask is not None:\n"
+                                          "        scores = scores.masked_fill(attention_mask[:, None, :] == 0, float(\"-inf\"))\n"
+                                          "    return torch.softmax(scores, dim=-1)\n",
+                                          "    n = q.shape[-2]\n"
+                                          "    eye = torch.eye(n, dtype=q.dtype).expand(q.shape[0], n, n)\n"
+                                          "    m = None if attention_mask is None else (attention_mask[:, None, :] != 0)\n"
+                                          "    return torch.nn.functional.scaled_dot_product_attention(q, k, eye, attn_mask=m)\n")]},
+        "loses": ["test_ex3_head_attention"],
+    },
+]
