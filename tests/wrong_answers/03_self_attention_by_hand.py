@@ -75,3 +75,61 @@ VARIANTS = [
      "cells": {"ex2_sdpa": [("d_k = q.shape[-1]", "d_k = v.shape[-1]")]},
      "loses": ["test_ex2_sdpa"]},
 ]
+
+# Issue 11 audit: wrong answers that earned full marks before the contracts were stated and checked.
+# One mistake per exercise and per submission, as above.
+VARIANTS += [
+    {"name": "in_place_and_upcast",
+     "cells": {
+         # x -= m subtracts the max from the caller's tensor
+         "ex1_softmax": [("    e = torch.exp(x - m)\n", "    x -= m\n    e = torch.exp(x)\n")],
+         # x -= mu centres the caller's tensor in place
+         "ex5_layernorm": [("    var = ((x - mu) ** 2).mean(dim=-1, keepdim=True)\n"
+                            "    return gamma * (x - mu) / torch.sqrt(var + eps) + beta\n",
+                            "    x -= mu\n"
+                            "    var = (x ** 2).mean(dim=-1, keepdim=True)\n"
+                            "    return gamma * x / torch.sqrt(var + eps) + beta\n")],
+     },
+     "loses": ["test_ex1_softmax", "test_ex5_layernorm"]},
+    {"name": "half_precision_slips",
+     "cells": {
+         # computes half-precision inputs in float32 "for stability" and returns float32
+         "ex1_softmax": [("    m = x.amax(dim=dim, keepdim=True)\n",
+                          "    if x.dtype in (torch.float16, torch.bfloat16):\n"
+                          "        x = x.float()\n"
+                          "    m = x.amax(dim=dim, keepdim=True)\n")],
+         # additive mask built with torch.where on Python floats: a float32 tensor, wrong dtype for half inputs
+         "ex2_sdpa": [('        scores = scores.masked_fill(~mask, float("-inf"))\n',
+                       '        scores = scores + torch.where(mask, 0.0, float("-inf"))\n')],
+         # float32 gamma/beta with a bfloat16/float16 x promote the result to float32
+         "ex5_layernorm": [("    gamma, beta = gamma.to(x.dtype), beta.to(x.dtype)\n", "")],
+     },
+     "loses": ["test_ex1_softmax", "test_ex2_sdpa", "test_ex5_layernorm"]},
+    {"name": "fused_and_kernel_routes",
+     "cells": {
+         # softmax through log-sum-exp: stable, but the library does the max trick
+         "ex1_softmax": "def stable_softmax(x, dim=-1):\n    return torch.exp(x - torch.logsumexp(x, dim=dim, keepdim=True))\n",
+         # the math kernel of F.scaled_dot_product_attention returns (output, weights) itself
+         "ex2_sdpa": "def scaled_dot_product_attention(q, k, v, mask=None):\n"
+                     "    out, w = torch.ops.aten._scaled_dot_product_attention_math(q, k, v, mask)\n"
+                     "    return out, w\n",
+         # variance with the one-pass formula E[x^2] - E[x]^2: cancellation when |mean| >> std
+         "ex5_layernorm": [("var = ((x - mu) ** 2).mean(dim=-1, keepdim=True)",
+                            "var = (x ** 2).mean(dim=-1, keepdim=True) - mu ** 2")],
+     },
+     "loses": ["test_ex1_softmax", "test_ex2_sdpa", "test_ex5_layernorm"]},
+    {"name": "aten_kernels",
+     "cells": {
+         "ex1_softmax": "def stable_softmax(x, dim=-1):\n    return torch.ops.aten._softmax(x, dim, False)\n",
+         # GroupNorm with one group over the d features is LayerNorm without the affine part
+         "ex5_layernorm": "def layer_norm(x, gamma, beta, eps=1e-5):\n"
+                          "    d = x.shape[-1]\n"
+                          "    y = F.group_norm(x.reshape(-1, d), 1, None, None, eps).reshape(x.shape)\n"
+                          "    return gamma * y + beta\n",
+     },
+     "loses": ["test_ex1_softmax", "test_ex5_layernorm"]},
+    {"name": "layernorm_aten_kernel",
+     "cells": {"ex5_layernorm": "def layer_norm(x, gamma, beta, eps=1e-5):\n"
+                                "    return torch.ops.aten.native_layer_norm(x, [x.shape[-1]], gamma, beta, eps)[0]\n"},
+     "loses": ["test_ex5_layernorm"]},
+]
