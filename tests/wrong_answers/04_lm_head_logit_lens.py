@@ -43,3 +43,48 @@ VARIANTS = [
      "cells": {"ex3_logit_lens": [("for layer, h in enumerate(hidden):", "for layer, h in enumerate(hidden[1:], start=1):")]},
      "loses": ["test_ex3_logit_lens"]},
 ]
+
+# Issue 11 audit: wrong answers that earned full marks before the contracts were stated and checked
+VARIANTS += [
+    {   # float64 "for accuracy": float64 logits from a float32 model, float64 from a bfloat16 one
+        "name": "logits_in_float64",
+        "cells": {"ex1_logits": [("return h_last @ model.transformer.wte.weight.T",
+                                  "return h_last.double() @ model.transformer.wte.weight.double().T")]},
+        "loses": ["test_ex1_logits"],
+    },
+    {   # logits -= m shifts the caller's tensor (the softmax itself is right)
+        "name": "softmax_subtracts_max_in_place",
+        "cells": {"ex2_softmax": [("    e = torch.exp(logits - m)\n", "    logits -= m\n    e = torch.exp(logits)\n")]},
+        "loses": ["test_ex2_softmax"],
+    },
+    {   # half-precision logits computed in float32 and returned as float32
+        "name": "softmax_upcasts_half_precision",
+        "cells": {"ex2_softmax": [("    m = logits.max(dim=-1, keepdim=True).values\n",
+                                   "    if logits.dtype in (torch.float16, torch.bfloat16):\n"
+                                   "        logits = logits.float()\n"
+                                   "    m = logits.max(dim=-1, keepdim=True).values\n")]},
+        "loses": ["test_ex2_softmax"],
+    },
+    {   # stable, but the library's log-sum-exp does the max trick
+        "name": "softmax_via_logsumexp",
+        "cells": {"ex2_softmax": "def softmax(logits):\n"
+                                 "    return torch.exp(logits - torch.logsumexp(logits, dim=-1, keepdim=True))\n"},
+        "loses": ["test_ex2_softmax"],
+    },
+    {   # the library softmax through its ATen kernel
+        "name": "softmax_via_aten_kernel",
+        "cells": {"ex2_softmax": "def softmax(logits):\n"
+                                 "    return torch.ops.aten._softmax(logits, -1, False)\n"},
+        "loses": ["test_ex2_softmax"],
+    },
+    {   # a NumPy array "for plotting" instead of the tensor the docstring names
+        "name": "lens_returns_numpy",
+        "cells": {"ex3_logit_lens": [("    return torch.stack(rows)\n", "    return torch.stack(rows).detach().numpy()\n")]},
+        "loses": ["test_ex3_logit_lens"],
+    },
+    {   # every row cast to float32: right for a float32 model, float32 lens for a bfloat16 one
+        "name": "lens_rows_cast_to_float32",
+        "cells": {"ex3_logit_lens": [("rows.append(model.lm_head(h)[0])", "rows.append(model.lm_head(h)[0].float())")]},
+        "loses": ["test_ex3_logit_lens"],
+    },
+]
