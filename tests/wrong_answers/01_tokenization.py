@@ -201,3 +201,15 @@ VARIANTS = [
         "loses": ["test_ex4_additive_mask"],
     },
 ]
+
+# Issue 11 audit: a wrong answer that earned full marks before the contract named it
+VARIANTS += [
+    {   # "words of one character have no pair": deletes them from the caller's word_counts (same merges)
+        "name": "bpe_deletes_single_character_words_in_place",
+        "cells": {"ex2_learn_bpe": [("    symbols = sorted({ch for word in word_counts for ch in word})\n",
+                                     "    for w in [w for w in word_counts if len(w) < 2]:\n"
+                                     "        del word_counts[w]\n"
+                                     "    symbols = sorted({ch for word in word_counts for ch in word})\n")]},
+        "loses": ["test_ex2_learn_bpe"],
+    },
+]
