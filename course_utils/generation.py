@@ -43,6 +43,7 @@ def generate_text(
     seed: int | None = None,
     chat: bool | None = None,
     system: str | None = None,
+    batch: bool = False,
 ) -> str | list[str]:
     """Generate an answer to ``prompt`` (a string, or a list of strings → a list of answers).
 
@@ -50,12 +51,18 @@ def generate_text(
     ``top_k`` and ``top_p`` (``top_k=None`` disables the ``top_k=50`` that ``generate`` would
     otherwise add silently); ``seed`` seeds torch right before each prompt's generation. Returns
     only the new text, special tokens removed, stripped.
+
+    ``batch=True`` (greedy decoding of a causal model only) generates all prompts in one left-padded
+    batch: several times faster on a CPU for a list of prompts; the answers can differ from the
+    one-at-a-time ones only where two tokens are within float rounding of each other.
     """
     import torch
 
     if isinstance(prompt, str):
         return generate_text(model, tok, [prompt], max_new_tokens, do_sample, temperature, top_k, top_p,
                              seed, chat, system)[0]
+    if batch and (do_sample or is_seq2seq(model)):
+        raise ValueError("batch=True is for greedy decoding with a causal model (sampling seeds each prompt)")
     if do_sample and temperature <= 0:
         raise ValueError(f"temperature must be > 0 when sampling, got {temperature}")
     if top_p is not None and not 0 < top_p <= 1:
@@ -68,6 +75,17 @@ def generate_text(
     else:  # greedy: say so explicitly, so a model's sampling defaults cannot leak in
         kw.update(temperature=None, top_k=None, top_p=None)
     device = next(model.parameters()).device
+    if batch and len(prompt) > 1:
+        rows = [encode_prompt(tok, text, chat=chat, system=system) for text in prompt]
+        width = max(len(r) for r in rows)
+        ids = torch.full((len(rows), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, r in enumerate(rows):                       # left padding: every prompt ends at `width`
+            ids[i, width - len(r):] = torch.tensor(r, dtype=torch.long)
+            mask[i, width - len(r):] = 1
+        with torch.no_grad():
+            out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), **kw)
+        return [tok.decode(o[width:], skip_special_tokens=True).strip() for o in out]
     answers = []
     for text in prompt:
         if is_seq2seq(model):

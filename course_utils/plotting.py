@@ -1,10 +1,16 @@
-"""Static matplotlib figures shared by the chapters (they export and render offline)."""
+"""Static matplotlib/seaborn figures shared by the chapters (they export and render offline).
+
+seaborn draws what it is the ecosystem's habit for: heatmaps (``heatmap``), bars (``bar_plot``),
+repeated measurements with their spread (``spread_plot``) and distributions (``distribution_plot``);
+plain matplotlib the rest (curves, labelled scatters).
+"""
 from __future__ import annotations
 
 from typing import Any, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
+import seaborn as sns
 
 from .grading import to_numpy
 
@@ -22,7 +28,7 @@ def heatmap(
     vmax: float | None = None,
     colorbar: bool = True,
 ) -> Any:
-    """Draw a labelled matrix (attention weights, logits, ...) and return the axes.
+    """Draw a labelled matrix (attention weights, logits, ...) with ``seaborn.heatmap``; return the axes.
 
     Values are written in the cells when ``annotate`` is true (default: matrices up to 12×12).
     Masked entries (``-inf``) are drawn blank and annotated ``-inf``.
@@ -33,27 +39,30 @@ def heatmap(
     if ax is None:
         size = (max(3.0, 0.55 * m.shape[1] + 1.5), max(2.5, 0.5 * m.shape[0] + 1.0))
         _, ax = plt.subplots(figsize=size)
-    shown = np.ma.masked_invalid(m)
-    im = ax.imshow(shown, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
-    if row_labels is not None:
-        ax.set_yticks(range(m.shape[0]), labels=list(row_labels))
-    if col_labels is not None:
-        ax.set_xticks(range(m.shape[1]), labels=list(col_labels), rotation=45, ha="right")
     if annotate is None:
         annotate = m.shape[0] <= 12 and m.shape[1] <= 12
+    labels: Any = False
     if annotate:
-        finite = m[np.isfinite(m)]
-        mid = (finite.max() + finite.min()) / 2 if finite.size else 0.0
-        for i in range(m.shape[0]):
-            for j in range(m.shape[1]):
-                v = m[i, j]
-                text = fmt.format(v) if np.isfinite(v) else ("-inf" if v < 0 else "inf")
-                color = "white" if np.isfinite(v) and v < mid else "black"
-                ax.text(j, i, text, ha="center", va="center", color=color, fontsize=8)
+        labels = np.array([[fmt.format(v) if np.isfinite(v) else ("-inf" if v < 0 else "inf") for v in row]
+                           for row in m], dtype=object)
+    finite = m[np.isfinite(m)]
+    sns.heatmap(np.where(np.isfinite(m), m, np.nan), mask=~np.isfinite(m), ax=ax, cmap=cmap,
+                vmin=vmin if vmin is not None else (finite.min() if finite.size else None),
+                vmax=vmax if vmax is not None else (finite.max() if finite.size else None),
+                annot=labels, fmt="", annot_kws={"fontsize": 8}, cbar=colorbar,
+                xticklabels=list(col_labels) if col_labels is not None else False,
+                yticklabels=list(row_labels) if row_labels is not None else False,
+                linewidths=0.0, square=False)
+    if annotate:
+        # seaborn skips annotations of masked cells: write "-inf"/"inf" there ourselves
+        for i, j in zip(*np.nonzero(~np.isfinite(m))):
+            ax.text(j + 0.5, i + 0.5, labels[i, j], ha="center", va="center", color="black", fontsize=8)
+    if col_labels is not None:
+        ax.set_xticklabels(list(col_labels), rotation=45, ha="right")
+    if row_labels is not None:
+        ax.set_yticklabels(list(row_labels), rotation=0)
     if title:
         ax.set_title(title)
-    if colorbar:
-        ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
     return ax
 
 
@@ -87,15 +96,75 @@ def line_plot(
 
 
 def bar_plot(labels: Sequence[str], values: Any, title: str = "", ylabel: str = "", ax: Any = None) -> Any:
-    """Labelled bars (expert load, parameter counts, memory footprints)."""
+    """Labelled bars (expert load, parameter counts, memory footprints) with ``seaborn.barplot``."""
     if ax is None:
         _, ax = plt.subplots(figsize=(max(3.5, 0.6 * len(labels) + 1), 3))
-    vals = to_numpy(values, "values")
-    ax.bar(range(len(labels)), vals)
-    ax.set_xticks(range(len(labels)), labels=list(labels))
+    vals = to_numpy(values, "values").astype(float)
+    if len(vals) != len(labels):
+        raise ValueError(f"bar_plot: {len(labels)} labels for {len(vals)} values")
+    order = [str(label) for label in labels]
+    sns.barplot(x=order, y=vals, order=order, ax=ax, color=sns.color_palette()[0])
     for i, v in enumerate(vals):
         ax.text(i, v, f"{v:g}", ha="center", va="bottom", fontsize=8)
     ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def spread_plot(
+    groups: dict[str, Any],
+    xlabel: str = "",
+    ylabel: str = "",
+    title: str = "",
+    ax: Any = None,
+) -> Any:
+    """Every sample of each named group as a dot, with the group's mean ± one standard deviation.
+
+    For measurements repeated over seeds (distinct-n per sampling setting, accuracy per prompt
+    style): the spread shows whether a difference between groups is larger than the noise.
+    """
+    if not groups:
+        raise ValueError("spread_plot needs at least one group")
+    names = list(groups)
+    xs = [n for n in names for _ in range(len(to_numpy(groups[n], n).ravel()))]
+    ys = np.concatenate([to_numpy(groups[n], n).astype(float).ravel() for n in names])
+    if ax is None:
+        _, ax = plt.subplots(figsize=(max(5.0, 1.4 * len(names) + 1), 3.5))
+    sns.stripplot(x=xs, y=ys, order=names, ax=ax, alpha=0.5, size=4, jitter=0.15, zorder=1)
+    sns.pointplot(x=xs, y=ys, order=names, ax=ax, errorbar="sd", color="black", linestyle="none",
+                  capsize=0.15, markers="D", label="mean ± std")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.tick_params(axis="x", labelrotation=15)
+    if title:
+        ax.set_title(title)
+    ax.legend()
+    return ax
+
+
+def distribution_plot(
+    samples: dict[str, Any],
+    xlabel: str = "",
+    title: str = "",
+    bins: int | str = "auto",
+    ax: Any = None,
+) -> Any:
+    """Overlaid histograms (``seaborn.histplot``, density scale) of named samples.
+
+    For distributions of a quantity (quantization errors, judge probabilities, token lengths).
+    """
+    if not samples:
+        raise ValueError("distribution_plot needs at least one sample")
+    names = list(samples)
+    values = np.concatenate([to_numpy(samples[n], n).astype(float).ravel() for n in names])
+    hue = [n for n in names for _ in range(to_numpy(samples[n], n).size)]
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.5))
+    sns.histplot(x=values, hue=hue if len(names) > 1 else None, hue_order=names if len(names) > 1 else None,
+                 bins=bins, stat="density", common_norm=False, element="step", ax=ax)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("density")
     if title:
         ax.set_title(title)
     return ax

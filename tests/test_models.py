@@ -119,6 +119,19 @@ def test_generate_text_rejects_bad_sampling_arguments():
         generate_text(model, tok, "hi", do_sample=True, temperature=0.0)
     with pytest.raises(ValueError, match="top_p"):
         generate_text(model, tok, "hi", do_sample=True, top_p=1.5)
+    with pytest.raises(ValueError, match="greedy"):
+        generate_text(model, tok, ["hi", "ho"], do_sample=True, temperature=0.7, batch=True)
+
+
+def test_generate_text_batched_greedy_equals_one_prompt_at_a_time():
+    from course_utils.generation import generate_text
+
+    model, tok = models.load_model(models.SMOLLM2, verbose=False)
+    prompts = ["What is the capital of France?", "Name a primary colour.", "How many legs does a spider have?"]
+    one = generate_text(model, tok, prompts, max_new_tokens=10)
+    together = generate_text(model, tok, prompts, max_new_tokens=10, batch=True)
+    assert together == one, "left padding must not change greedy answers"
+    assert len({len(tok(p)["input_ids"]) for p in prompts}) > 1, "the prompts must differ in length (padding used)"
 
 
 def test_smollm2_conversion_is_safe_when_two_processes_ask_at_once(tmp_path):
