@@ -64,6 +64,20 @@ _NO_CACHE = '''def greedy_generate_cached(model, input_ids, max_new_tokens):
     return ids
 '''
 
+_CACHE_POSITIONS_STUCK = '''def greedy_generate_cached(model, input_ids, max_new_tokens):
+    # one token per step with the cache, but explicit position ids that never advance past the prompt
+    ids, step_input, past = input_ids, input_ids, None
+    L = input_ids.shape[1]
+    for _ in range(max_new_tokens):
+        pos = None if past is None else torch.full_like(step_input, L - 1)
+        with torch.no_grad():
+            out = model(input_ids=step_input, past_key_values=past, position_ids=pos, use_cache=True)
+        past = out.past_key_values
+        step_input = out.logits[:, -1, :].argmax(dim=-1, keepdim=True)
+        ids = torch.cat([ids, step_input], dim=-1)
+    return ids
+'''
+
 # Variants marked "alone" also break the pipeline exercise (it composes exercises 1-3), so each
 # is graded by itself.
 VARIANTS = [
@@ -130,6 +144,8 @@ VARIANTS = [
     {"name": "cache_feeds_whole_sequence", "cells": {"ex6_cache": _CACHE_FULL_INPUT}, "loses": ["test_ex6_cache"]},
     {"name": "cache_not_used",                           # right tokens, no cache: caught by the token count
      "cells": {"ex6_cache": _NO_CACHE}, "loses": ["test_ex6_cache"]},
+    {"name": "cache_positions_stuck",                    # greedy tokens may survive: caught by the step logits
+     "cells": {"ex6_cache": _CACHE_POSITIONS_STUCK}, "loses": ["test_ex6_cache"]},
     # Exercise 7: distinct-n
     {"name": "distinct_wrong_denominator",
      "cells": {"ex7_distinct": [("len(set(grams)) / len(grams)", "len(set(grams)) / len(tokens)")]},
