@@ -112,6 +112,16 @@ def bar_plot(labels: Sequence[str], values: Any, title: str = "", ylabel: str = 
     return ax
 
 
+def _long_form(groups: dict[str, Any], what: str) -> tuple[list[str], list[str], np.ndarray]:
+    """(group names, one group label per value, all values as float64): seaborn's long format."""
+    if not groups:
+        raise ValueError(f"{what} needs at least one group")
+    names = list(groups)
+    arrays = [to_numpy(groups[n], n).astype(float).ravel() for n in names]
+    labels = [n for n, a in zip(names, arrays) for _ in range(a.size)]
+    return names, labels, np.concatenate(arrays)
+
+
 def spread_plot(
     groups: dict[str, Any],
     xlabel: str = "",
@@ -124,11 +134,7 @@ def spread_plot(
     For measurements repeated over seeds (distinct-n per sampling setting, accuracy per prompt
     style): the spread shows whether a difference between groups is larger than the noise.
     """
-    if not groups:
-        raise ValueError("spread_plot needs at least one group")
-    names = list(groups)
-    xs = [n for n in names for _ in range(len(to_numpy(groups[n], n).ravel()))]
-    ys = np.concatenate([to_numpy(groups[n], n).astype(float).ravel() for n in names])
+    names, xs, ys = _long_form(groups, "spread_plot")
     if ax is None:
         _, ax = plt.subplots(figsize=(max(5.0, 1.4 * len(names) + 1), 3.5))
     sns.stripplot(x=xs, y=ys, order=names, ax=ax, alpha=0.5, size=4, jitter=0.15, zorder=1)
@@ -154,11 +160,7 @@ def distribution_plot(
 
     For distributions of a quantity (quantization errors, judge probabilities, token lengths).
     """
-    if not samples:
-        raise ValueError("distribution_plot needs at least one sample")
-    names = list(samples)
-    values = np.concatenate([to_numpy(samples[n], n).astype(float).ravel() for n in names])
-    hue = [n for n in names for _ in range(to_numpy(samples[n], n).size)]
+    names, hue, values = _long_form(samples, "distribution_plot")
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 3.5))
     sns.histplot(x=values, hue=hue if len(names) > 1 else None, hue_order=names if len(names) > 1 else None,
