@@ -2,7 +2,7 @@
 
 * Offline, CI mode, no GPU assumptions: the environment variables below apply to every test
   and to every kernel the tests start (kernels inherit the environment).
-* nbval kernels start over IPC with retries (course_utils.kernels explains the race it fixes).
+* nbval kernels start over IPC with retries (course_tools.kernels explains the race it fixes).
 """
 import os
 
@@ -14,6 +14,6 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 
 
 def pytest_configure(config):  # noqa: ARG001 (pytest hook signature)
-    from course_utils.kernels import harden_nbval
+    from course_tools.kernels import harden_nbval
 
     harden_nbval()

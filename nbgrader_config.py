@@ -22,7 +22,7 @@ from nbgrader.preprocessors import (  # noqa: E402
 )
 from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
 
-from course_utils.nbgrader_ext import (  # noqa: E402
+from course_tools.nbgrader_ext import (  # noqa: E402
     AppendIntegrityCheck,
     FlagKernelHooks,
     RequireIntegrityCheck,
@@ -36,6 +36,10 @@ c.CourseDirectory.root = os.environ.get("LLM_COURSE_NBGRADER_ROOT", os.path.dirn
 c.CourseDirectory.source_directory = "solutions"
 c.CourseDirectory.release_directory = "notebooks"
 c.CourseDirectory.course_id = "llm-course"
+# nbgrader copies every file of a source folder into the release. Chapter scripts live in
+# chapters/ (outside solutions/); should one ever be copied next to a solution notebook, it is
+# still not handed out: a percent script holds the solutions and the hidden tests.
+c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "*.py", "*.md", "*.txt"]
 
 # Student notebooks: outputs stripped, solution regions replaced by this stub.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlparse
 
-from .env import offline_mode
+from .env import offline_mode, quiet_hf  # noqa: F401  (quiet_hf: re-exported for the chapters)
 
 SMOLLM2 = "HuggingFaceTB/SmolLM2-135M-Instruct"
 MODEL_NAMES = ("bert-base-uncased", "gpt2", "google/flan-t5-small", SMOLLM2)
@@ -194,20 +194,6 @@ _LAST: ModelInfo | None = None
 def last_loaded() -> ModelInfo | None:
     """:class:`ModelInfo` of the most recent :func:`load_model` call (``stand_in`` etc.)."""
     return _LAST
-
-
-def quiet_hf() -> None:
-    """No progress bars or load reports: they go to stderr, which nbgrader counts as failure."""
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    try:
-        from huggingface_hub.utils import disable_progress_bars
-
-        disable_progress_bars()
-    except ImportError:  # pragma: no cover
-        pass
 
 
 def _load(name: str, need: Need) -> tuple[Any, Any, ModelInfo]:

@@ -92,7 +92,7 @@ def build(verbose: bool = True) -> Path:
 
         from .data import load_corpus
 
-        from .models import quiet_hf
+        from .env import quiet_hf
 
         quiet_hf()
         t0 = time.perf_counter()

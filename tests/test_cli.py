@@ -5,7 +5,7 @@ import time
 
 
 def _cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "course_utils.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "course_tools.cli", *args], capture_output=True, text=True,
                           env={**os.environ, **(env or {})}, timeout=120)
 
 

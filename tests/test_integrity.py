@@ -1,7 +1,7 @@
 """Cheats a student could hand in, graded by a real `nbgrader autograde` with the course config.
 
 A tiny synthetic assignment (one answer, two test cells) keeps this fast; the mechanisms under
-test (course_utils.nbgrader_ext, course_utils.integrity) are the same for every chapter. Every
+test (course_tools.nbgrader_ext, course_tools.integrity) are the same for every chapter. Every
 cheat below is combined with a WRONG answer and must score 0; the honest right answer must get
 full marks although a library writes warnings to stderr in every cell.
 """
@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from course_utils.autograde import autograde_submissions
-from course_utils.nbgrader_ext import HOOK_PATTERNS, LIBRARY_REBINDING, hook_findings
+from course_tools.autograde import autograde_submissions
+from course_tools.nbgrader_ext import HOOK_PATTERNS, LIBRARY_REBINDING, hook_findings
 
 CH = "integrity"
 
@@ -400,7 +400,7 @@ def _real_source(tmp):
 def graded_real(tmp_path_factory):
     import os
 
-    from course_utils.autograde import _fill
+    from course_tools.autograde import _fill
 
     found, _ = discover_comparison_path()
 

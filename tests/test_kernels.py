@@ -1,11 +1,11 @@
-"""course_utils.kernels: nbval kernels over IPC with retries and a useful error."""
+"""course_tools.kernels: nbval kernels over IPC with retries and a useful error."""
 import json
 import os
 import sys
 
 import pytest
 
-from course_utils import kernels
+from course_tools import kernels
 
 
 def test_conftest_patches_nbval():

@@ -4,11 +4,12 @@ from pathlib import Path
 import pytest
 
 from course_utils import paths
-from course_utils.release import chapters
+from course_tools.release import chapters
 
 ROOT = Path(__file__).resolve().parents[1]
 LAYOUT = ["README.md", "CONTRIBUTING.md", "environment.yml", "pyproject.toml", "constraints.txt",
-          "nbgrader_config.py", "Makefile", ".ci/run", "course_utils/__init__.py", "assets/README.md"]
+          "nbgrader_config.py", "Makefile", ".ci/run", "course_utils/__init__.py", "course_tools/__init__.py",
+          "jupytext.toml", "assets/README.md"]
 
 
 @pytest.mark.parametrize("rel", LAYOUT)

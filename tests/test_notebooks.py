@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from course_utils.autograde import load_variants, round_trip
-from course_utils.release import chapters
+from course_tools.autograde import load_variants, round_trip
+from course_tools.release import chapters
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = chapters(ROOT)
@@ -53,7 +53,7 @@ def test_notebook_shape(ch):
 
 @pytest.mark.parametrize("ch", CHAPTERS)
 def test_editable_cells_would_not_be_flagged_by_the_autograder(ch):
-    from course_utils.nbgrader_ext import hook_findings
+    from course_tools.nbgrader_ext import hook_findings
 
     for i, c in enumerate(_nb(ch)["cells"]):
         if c["cell_type"] == "code" and not _meta(c).get("locked"):

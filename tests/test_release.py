@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from course_utils import release as rel
+from course_tools import release as rel
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -5,8 +5,10 @@ prefetch        download the real models / build the stand-ins now (for air-gapp
 release         regenerate notebooks/ from solutions/ (nbgrader, outputs stripped)
 check-release   fail if notebooks/ is out of sync with solutions/
 selftest        autograde round trip of one or all chapters (solution full, blank 0, wrong answers lose)
-build           percent-format script -> executed solution notebook (authoring)
-execute         re-execute a solution notebook in place (authoring)
+build           chapters/NN/NN.py (the chapter's source) -> solutions/NN/NN.ipynb, executed
+export          solutions/NN/NN.ipynb -> chapters/NN/NN.py (after editing the notebook)
+check-sources   fail if a chapter script and its solution notebook disagree
+execute         re-execute a solution notebook in place
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ def _doctor(args: argparse.Namespace) -> int:
     import platform
 
     t0 = time.perf_counter()
-    from . import env, paths
+    from course_utils import env, paths
 
     print(f"python        {platform.python_version()} ({sys.executable})")
     try:
@@ -42,7 +44,7 @@ def _doctor(args: argparse.Namespace) -> int:
             print(f"{pkg:<13} {version(pkg)}")
         except Exception:
             print(f"{pkg:<13} not installed")
-    from . import data, models
+    from course_utils import data, models
 
     if env.offline_mode():
         net = "OFFLINE (LLM_COURSE_OFFLINE / HF_HUB_OFFLINE): cached real models, else the course's offline models"
@@ -71,7 +73,7 @@ def _doctor(args: argparse.Namespace) -> int:
 
 
 def _prefetch(args: argparse.Namespace) -> int:
-    from . import data, models
+    from course_utils import data, models
 
     data.shakespeare_dir()
     for name in args.models or models.MODEL_NAMES:
@@ -115,8 +117,8 @@ def _selftest(args: argparse.Namespace) -> int:
     from .autograde import round_trip
     from .release import chapters
 
-    from .env import offline_mode
-    from .models import hub_reachable
+    from course_utils.env import offline_mode
+    from course_utils.models import hub_reachable
 
     if not offline_mode() and not hub_reachable():
         # The graded notebooks load models; without the hub they need the stand-ins (README).
@@ -139,14 +141,41 @@ def _selftest(args: argparse.Namespace) -> int:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from .notebook_tools import build
+    from .authoring import build
+    from .release import chapters
 
-    build(Path(args.script), Path(args.notebook), run=not args.no_run)
+    for ch in args.chapters or chapters():
+        t0 = time.perf_counter()
+        out = build(ch, run=not args.no_run, ci=not args.full)
+        how = "outputs of unchanged cells kept" if args.no_run else ("executed, full mode" if args.full else "executed, CI mode")
+        print(f"built {out} ({how}, {time.perf_counter() - t0:.1f} s)")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from .authoring import export
+    from .release import chapters
+
+    for ch in args.chapters or chapters():
+        print(f"wrote {export(ch)}")
+    return 0
+
+
+def _check_sources(args: argparse.Namespace) -> int:  # noqa: ARG001
+    from .authoring import sync_problems
+    from .release import chapters
+
+    problems = [p for ch in chapters() for p in sync_problems(ch)]
+    for p in problems:
+        print(f"  - {p}", file=sys.stderr)
+    if problems:
+        return 1
+    print("every chapter script matches its solution notebook")
     return 0
 
 
 def _execute(args: argparse.Namespace) -> int:
-    from .notebook_tools import execute
+    from .authoring import execute
 
     for nb in args.notebooks:
         t0 = time.perf_counter()
@@ -172,11 +201,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("chapters", nargs="*")
     p.add_argument("--separate", action="store_true", help="grade every wrong-answer variant on its own")
     p.set_defaults(fn=_selftest)
-    p = sub.add_parser("build", help="percent script -> executed solution notebook")
-    p.add_argument("script")
-    p.add_argument("notebook")
-    p.add_argument("--no-run", action="store_true")
+    p = sub.add_parser("build", help="chapters/NN/NN.py -> solutions/NN/NN.ipynb, executed")
+    p.add_argument("chapters", nargs="*", help="chapter ids (NN_name); default: all")
+    p.add_argument("--no-run", action="store_true", help="do not execute: keep outputs of unchanged cells")
+    p.add_argument("--full", action="store_true", help="execute in full mode instead of CI mode")
     p.set_defaults(fn=_build)
+    p = sub.add_parser("export", help="solutions/NN/NN.ipynb -> chapters/NN/NN.py")
+    p.add_argument("chapters", nargs="*")
+    p.set_defaults(fn=_export)
+    sub.add_parser("check-sources", help="fail if a script and its notebook disagree").set_defaults(fn=_check_sources)
     p = sub.add_parser("execute", help="re-execute solution notebooks in place")
     p.add_argument("notebooks", nargs="+")
     p.add_argument("--full", action="store_true", help="full mode instead of CI mode")

@@ -13,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .paths import repo_root
+from course_utils.paths import repo_root
 
 
 class ReleaseError(RuntimeError):

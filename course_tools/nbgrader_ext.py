@@ -18,7 +18,7 @@ Sanitising a submission (before execution):
   never need them, so a submission that uses one gets 0 on every autograded test cell with a
   message asking for manual review.
 * :class:`AppendIntegrityCheck` appends two lines to every autograded test cell: a call of
-  :func:`course_utils.integrity.integrity_check` (the course's check functions are the ones in
+  :func:`course_tools.integrity.integrity_check` (the course's check functions are the ones in
   ``grading.py``) and a ``print`` of a random token drawn for this autograde run.
 
 After execution:
@@ -44,7 +44,7 @@ from nbformat.notebooknode import NotebookNode, from_dict
 # One token per autograde process: the sanitising and the executing step of `nbgrader autograde`
 # run in the same process, the student's kernel never sees it before the test cell arrives.
 TOKEN = "integrity-ok-" + secrets.token_hex(16)
-TAIL_MARK = "# --- added by the autograder (course_utils.nbgrader_ext); not part of the test ---"
+TAIL_MARK = "# --- added by the autograder (course_tools.nbgrader_ext); not part of the test ---"
 
 # What an answer never needs. Matched against the source of every cell the student controls.
 HOOK_PATTERNS = {
@@ -58,7 +58,7 @@ HOOK_PATTERNS = {
     r"\bset(trace|profile)\b": "a tracing hook",
     r"\bsys\s*\.\s*modules\b": "sys.modules",
     r"\b__builtins__\b|\bimport\s+builtins\b|\bfrom\s+builtins\b": "the builtins module",
-    r"\bgrading\s*\.\s*(?!import\b)\w+\s*=|\bsetattr\s*\(\s*(course_utils|grading)\b|\bnbgrader_ext\b|\bassert_untampered\b|\bintegrity(_check)?\b": "the course's grading code",
+    r"\bgrading\s*\.\s*(?!import\b)\w+\s*=|\bsetattr\s*\(\s*(course_utils|grading)\b|\bcourse_tools\b|\bnbgrader_ext\b|\bassert_untampered\b|\bintegrity(_check)?\b": "the course's grading code",
     r"\bdisplayhook\b|\bexcepthook\b": "an interpreter hook",
 }
 
@@ -239,7 +239,7 @@ class AppendIntegrityCheck(NbGraderPreprocessor):
     def preprocess_cell(self, cell: NotebookNode, resources: Any, index: int) -> tuple[NotebookNode, Any]:
         if _is_test_cell(cell):
             cell.source = (cell.source.rstrip("\n") + f"\n{TAIL_MARK}\n"
-                           "__import__('course_utils.integrity').integrity.integrity_check()\n"
+                           "__import__('course_tools.integrity').integrity.integrity_check()\n"
                            f"print({TOKEN!r})\n")
         return cell, resources
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .paths import repo_root
+from course_utils.paths import repo_root
 
 # IPython startup file of the grading kernels: a library that writes a warning to stderr after
 # every cell (stock nbgrader would give 0 to a correct test cell for that).

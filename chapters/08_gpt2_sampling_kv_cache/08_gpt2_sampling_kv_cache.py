@@ -1,0 +1,864 @@
+# %% [markdown]
+# # Chapter 8 — GPT-2: sampling (temperature, top-k, top-p) and the KV cache
+#
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/llm-course/llm-course/blob/main/notebooks/08_gpt2_sampling_kv_cache/08_gpt2_sampling_kv_cache.ipynb)
+#
+# **Goal.** Generating text is *sampling*: $x_{t+1} \sim \Pr(\cdot \mid x_{\le t}) = \operatorname{softmax}(z_t)$.
+# Three controls change what comes out and how fast: the **temperature** (how concentrated the
+# distribution is), **top-k / top-p** (which candidates enter the draw) and the **KV cache**
+# (how much of the prefix is recomputed). This chapter opens GPT-2, writes the three sampling
+# controls by hand and checks them against `transformers`, rebuilds `generate()` token for token,
+# writes a decoding loop with `past_key_values`, and then *measures* what the book only eyeballs:
+# repetition (distinct-n over several samples) and the speed of the cache (warm-up, repeats, median).
+#
+# **Book sections.** Book §4.1–§4.15 (GPT-2 vs BERT, the printed architecture, temperature, top-p,
+# KV cache, the activity of §4.15).
+#
+# **You will implement (graded).**
+# 1. `apply_temperature` — $z/\tau$, with a clear error for $\tau \le 0$ (1 pt)
+# 2. `top_k_filter` — keep the $k$ largest logits, ties included (2 pts)
+# 3. `top_p_filter` — nucleus filtering exactly as `transformers` does it (2 pts)
+# 4. `process_logits` — the three in the library's order (1 pt)
+# 5. `sample_generate` — a sampling loop equal to `generate(do_sample=True, ...)` token for token (2 pts)
+# 6. `greedy_generate_cached` — greedy decoding with `past_key_values` (2 pts)
+# 7. `distinct_n` — a repetition metric (1 pt)
+#
+# plus the book's activity (Parts A–D, 4 pts) and one question on the KV-cache benchmark (1 pt),
+# graded by hand: they must quote outputs printed by *your* notebook.
+
+# %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# Setup: on Colab this installs the course; locally `make lab` already did.
+import importlib.util, subprocess, sys
+if importlib.util.find_spec("course_utils") is None:
+    subprocess.run(["git", "clone", "-q", "--depth", "1", "https://github.com/llm-course/llm-course", "/content/llm-course"], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", "/content/llm-course"], check=True)
+    sys.path.insert(0, "/content/llm-course")
+import course_utils
+DEVICE = course_utils.setup(seed=0)
+
+# %% nbgrader={"grade": false, "grade_id": "imports", "locked": true, "schema_version": 3, "solution": false, "task": false}
+import math
+import os
+import time
+import warnings
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+from transformers import GPT2Config, GPT2LMHeadModel, DynamicCache
+from transformers.generation.logits_process import (
+    LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper)
+
+from course_utils import CI_MODE
+from course_utils.models import load_model, quiet_hf
+from course_utils.plotting import spread_plot
+
+quiet_hf()
+warnings.filterwarnings("ignore")
+GRADING = bool(os.environ.get("NBGRADER_EXECUTION"))   # autograder: heavy demos shrink or are skipped
+torch.set_printoptions(precision=4, sci_mode=False)
+
+
+def tiny_gpt2(seed=0, vocab_size=1000):
+    """A 2-layer GPT-2 with random weights: fast and deterministic, for tests and demos."""
+    torch.manual_seed(seed)
+    cfg = GPT2Config(n_layer=2, n_embd=64, n_head=2, vocab_size=vocab_size, n_positions=256,
+                     bos_token_id=None, eos_token_id=None, pad_token_id=0)
+    return GPT2LMHeadModel(cfg).eval()
+
+
+# %% [markdown]
+# ## 1. Run and observe: GPT-2's printed structure (Book §4.5)
+#
+# Book §4.5 prints the GPT-2 module and maps it to its Figure 4.1 (embeddings → 12 × decoder
+# block with *causal* attention → LM head). We load `gpt2` at its real size. Offline, the course
+# gives the gpt2-small *architecture* with random weights: every shape and the parameter count are
+# the real ones; only the text would be meaningless (the banner says which model you got).
+
+# %% nbgrader={"grade": false, "grade_id": "load_gpt2", "locked": true, "schema_version": 3, "solution": false, "task": false}
+gpt2, gpt2_tok = load_model("gpt2", need="size", verbose=True)
+print(gpt2)
+
+# %% nbgrader={"grade": false, "grade_id": "book_check_shapes", "locked": true, "schema_version": 3, "solution": false, "task": false} tags=["nbval-check-output"]
+tr = gpt2.transformer
+blk = tr.h[0]
+rows = [
+    ("wte (token embedding)", tuple(tr.wte.weight.shape), (50257, 768)),
+    ("wpe (position embedding)", tuple(tr.wpe.weight.shape), (1024, 768)),
+    ("number of blocks", len(tr.h), 12),
+    ("attn.c_attn Conv1D weight (nx, nf)", tuple(blk.attn.c_attn.weight.shape), (768, 2304)),
+    ("attn.c_proj Conv1D weight", tuple(blk.attn.c_proj.weight.shape), (768, 768)),
+    ("mlp.c_fc Conv1D weight", tuple(blk.mlp.c_fc.weight.shape), (768, 3072)),
+    ("mlp.c_proj Conv1D weight", tuple(blk.mlp.c_proj.weight.shape), (3072, 768)),
+    ("lm_head weight", tuple(gpt2.lm_head.weight.shape), (50257, 768)),
+]
+for name, got, book in rows:
+    print(f"{name:38s} {str(got):14s} book: {str(book):14s} {'ok' if got == book else 'DIFFERENT'}")
+print("lm_head tied to wte (same tensor):", gpt2.lm_head.weight.data_ptr() == tr.wte.weight.data_ptr())
+n_params = sum(p.numel() for p in gpt2.parameters())   # parameters() counts a tied tensor once
+print(f"parameters: {n_params:,}  (expected 124,439,808)")
+print(f"2304 = 3 x 768 (Q, K, V fused): {2304 == 3 * 768};  MLP 768 -> 3072 -> 768 = 4x: {3072 == 4 * 768}")
+print("heads:", gpt2.config.n_head, " head dim d_k:", 768 // gpt2.config.n_head,
+      " attention scale 1/sqrt(d_k) =", 1 / math.sqrt(768 // gpt2.config.n_head))
+
+# %% [markdown]
+# **Observe.** Note the transposed `Conv1D` convention: GPT-2's `Conv1D(nf=2304, nx=768)` stores
+# its weight as `(768, 2304)` (input × output), the opposite of `nn.Linear`. The causal mask of
+# Book §4.2.1 is *not* a layer: it is applied inside the attention. The attention scale is
+# $\sqrt{d_k} = \sqrt{64} = 8$ per head — the book's $\sqrt{d}$ means the head dimension, not 768.
+#
+# ### Causal vs bidirectional
+# Book §4.2: "BERT entende texto. GPT gera texto" — the difference is the mask
+# $M_{ij} = 0$ for $j \le i$, $-\infty$ for $j > i$. Test it on GPT-2: change the **last** token of
+# an input; with a causal mask the hidden states of all *earlier* positions cannot change. The same
+# attention without the mask (bidirectional, like BERT) lets every position see the change.
+
+# %% nbgrader={"grade": false, "grade_id": "causal_demo", "locked": true, "schema_version": 3, "solution": false, "task": false}
+ids_a = torch.tensor([[464, 3290, 318, 257, 1332, 286]])
+ids_b = ids_a.clone()
+ids_b[0, -1] = 1234
+with torch.no_grad():
+    h_a = gpt2.transformer(ids_a).last_hidden_state
+    h_b = gpt2.transformer(ids_b).last_hidden_state
+diff = (h_a - h_b).abs().amax(dim=-1)[0]
+print("GPT-2 (causal): max |change| of the hidden state per position:", [round(v, 4) for v in diff.tolist()])
+print("earlier positions unchanged:", bool(diff[:-1].max() < 1e-5), "| last position changed:", bool(diff[-1] > 1e-3))
+
+T = 4
+causal = torch.triu(torch.full((T, T), float("-inf")), diagonal=1)
+print("causal mask M (Book §4.2.1):\n", causal)
+g = torch.Generator().manual_seed(0)
+q, k, v = (torch.randn(1, 1, T, 8, generator=g) for _ in range(3))
+v2 = v.clone(); v2[..., -1, :] += 1.0      # change what the last token carries
+for name, is_causal in [("causal", True), ("bidirectional", False)]:
+    o1 = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
+    o2 = torch.nn.functional.scaled_dot_product_attention(q, k, v2, is_causal=is_causal)
+    print(f"{name:13s} change per position:", [round(x, 4) for x in (o1 - o2).abs().amax(-1)[0, 0].tolist()])
+
+# %% [markdown]
+# ## 2. Derive: temperature, and why it is a *ratio* (Book §4.8–§4.9)
+#
+# Logits are not probabilities (Book §4.8). With temperature, $p_\tau = \operatorname{softmax}(z/\tau)$
+# and for any two tokens
+# $$\frac{p_\tau(a)}{p_\tau(b)} = \frac{e^{z_a/\tau}}{e^{z_b/\tau}} = \exp\!\Big(\frac{z_a - z_b}{\tau}\Big):$$
+# $\tau \downarrow$ makes the ratio explode (concentrated, near-greedy), $\tau \uparrow$ sends it to 1 (flat).
+# Checked on the logits $z = [2, 1, 0.5, -1]$:
+
+# %% nbgrader={"grade": false, "grade_id": "book_check_temperature", "locked": true, "schema_version": 3, "solution": false, "task": false} tags=["nbval-check-output"]
+z = torch.tensor([2.0, 1.0, 0.5, -1.0], dtype=torch.float64)
+for tau in [0.2, 0.7, 1.0, 1.5]:
+    p = torch.softmax(z / tau, dim=-1)
+    ratio, identity = (p[0] / p[1]).item(), math.exp((z[0] - z[1]).item() / tau)
+    entropy = -(p * p.log()).sum().item()
+    print(f"tau={tau:3.1f}  p={[round(x, 4) for x in p.tolist()]}  p(a)/p(b)={ratio:9.4f}  "
+          f"exp((z_a-z_b)/tau)={identity:9.4f}  entropy={entropy:.4f} nats")
+    assert abs(ratio - identity) < 1e-9 * identity
+p1 = torch.softmax(z, -1)
+print("tau=1 probabilities:", [round(x, 4) for x in p1.tolist()],
+      "-> the top token alone has mass", round(p1[0].item(), 4), ">= 0.3 and 0.6: top-p 0.3 and 0.6 are greedy here")
+
+
+# %% [markdown]
+# ### Exercise 1 — temperature (1 point)
+# Return $z/\tau$ (same shape and dtype, the input left unchanged). A temperature $\le 0$ is not a
+# temperature: raise `ValueError` with a clear message (greedy decoding is `do_sample=False`, not
+# $\tau = 0$). Do not use `transformers`' warpers in this or the next three exercises.
+
+# %% nbgrader={"grade": false, "grade_id": "ex1_temperature", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def apply_temperature(logits, temperature):
+    """Scale logits by 1/temperature.
+
+    logits: tensor (..., V), any float dtype. temperature: a number > 0.
+    Returns a new tensor logits / temperature, same shape and dtype; `logits` is not modified.
+    Raises ValueError if temperature <= 0.
+    """
+    ### BEGIN SOLUTION
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature} (use greedy decoding for 'temperature 0')")
+    return logits / temperature
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_ex1_temperature", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+from course_utils.grading import check_close, check_equal, check_true
+_z = torch.tensor([[2.0, 1.0, 0.5, -1.0]])
+check_close("apply_temperature(z, 0.5)", apply_temperature(_z, 0.5), torch.tensor([[4.0, 2.0, 1.0, -2.0]]))
+try:
+    apply_temperature(_z, 0.0)
+    raise AssertionError("apply_temperature(z, 0.0) must raise ValueError")
+except ValueError:
+    pass
+### BEGIN HIDDEN TESTS
+from course_utils.grading import assert_untampered, switched_off
+assert_untampered()
+_g = torch.Generator().manual_seed(11)
+_x = torch.randn(3, 5, 50, generator=_g)
+_x0 = _x.clone()
+with switched_off("transformers.generation.logits_process.TemperatureLogitsWarper.__call__",
+                  functions=[apply_temperature], hint="write the temperature yourself, without transformers' warpers"):
+    _out = apply_temperature(_x, 1.7)
+check_close("apply_temperature on a (3, 5, 50) batch, tau=1.7", _out,
+            TemperatureLogitsWarper(1.7)(None, _x.reshape(-1, 50)).reshape(3, 5, 50), atol=1e-6)
+check_true(torch.equal(_x, _x0), "apply_temperature must not modify its input in place")
+for _dt in (torch.float16, torch.bfloat16):
+    check_equal(f"dtype for {_dt} input", apply_temperature(_x.to(_dt), 0.7).dtype, _dt)
+for _bad in (-1.0, -0.5):
+    try:
+        apply_temperature(_x, _bad)
+        raise AssertionError(f"apply_temperature(z, {_bad}) must raise ValueError")
+    except ValueError:
+        pass
+del _g, _x, _x0, _out, _dt, _bad
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercise 2 — top-k (2 points)
+# Keep the $k$ largest logits of every row and set the others to `filter_value`. **Ties with the
+# $k$-th largest value are kept** (so `[1, 2, 2, 2, 0]` with $k=2$ keeps three tokens), and at least
+# `min_tokens_to_keep` tokens are always kept (the effective $k$ is `max(k, min_tokens_to_keep)`,
+# capped at $V$). This is what `TopKLogitsWarper` does.
+
+# %% nbgrader={"grade": false, "grade_id": "ex2_top_k", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def top_k_filter(logits, k, min_tokens_to_keep=1, filter_value=float("-inf")):
+    """Top-k filtering of the last dimension.
+
+    logits: tensor (..., V), any float dtype. k: int >= 1.
+    Returns a new tensor (same shape and dtype) where every logit strictly smaller than the
+    k_eff-th largest of its row is replaced by filter_value, k_eff = min(max(k, min_tokens_to_keep), V).
+    Ties with the k_eff-th value are kept. `logits` is not modified.
+    """
+    ### BEGIN SOLUTION
+    k_eff = min(max(int(k), min_tokens_to_keep), logits.shape[-1])
+    kth = torch.topk(logits, k_eff, dim=-1).values[..., -1:]
+    return logits.masked_fill(logits < kth, filter_value)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_ex2_top_k", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+from course_utils.grading import check_close, check_equal, check_true
+_z = torch.tensor([[3.0, 1.0, 2.0, 0.5, -1.0]])
+_inf = float("-inf")
+check_equal("top_k_filter(z, 2)", top_k_filter(_z, 2).tolist(), [[3.0, _inf, 2.0, _inf, _inf]])
+check_equal("top_k_filter([1, 2, 2, 2, 0], 2): ties with the 2nd largest are kept",
+            top_k_filter(torch.tensor([[1.0, 2.0, 2.0, 2.0, 0.0]]), 2).tolist(), [[_inf, 2.0, 2.0, 2.0, _inf]])
+### BEGIN HIDDEN TESTS
+from course_utils.grading import assert_untampered, switched_off
+assert_untampered()
+_g = torch.Generator().manual_seed(12)
+_x = torch.randn(6, 200, generator=_g)
+_x[0, :10] = 5.0          # a block of ties at the top
+_x[1, 3:7] = _x[1].topk(3).values[-1]   # ties with the k-th value
+_x0 = _x.clone()
+with switched_off("transformers.generation.logits_process.TopKLogitsWarper.__call__",
+                  functions=[top_k_filter], hint="write top-k yourself, without transformers' warpers"):
+    _cases = [(_k, _m, _f, top_k_filter(_x, _k, min_tokens_to_keep=_m, filter_value=_f))
+              for _k, _m, _f in [(3, 1, _inf), (1, 1, _inf), (7, 1, -100.0), (2, 5, _inf), (500, 1, _inf)]]
+    _b3 = top_k_filter(_x.reshape(2, 3, 200), 4)
+    _half = top_k_filter(_x.to(torch.bfloat16), 4)
+for _k, _m, _f, _out in _cases:
+    _ref = TopKLogitsWarper(_k, filter_value=_f, min_tokens_to_keep=_m)(None, _x.clone())
+    check_equal(f"top_k_filter(k={_k}, min_tokens_to_keep={_m}, filter_value={_f}) on random rows with ties",
+                _out.tolist(), _ref.tolist())
+check_equal("top_k_filter on a (2, 3, 200) batch", _b3.reshape(6, 200).tolist(), TopKLogitsWarper(4)(None, _x.clone()).tolist())
+check_equal("dtype for bfloat16 input", _half.dtype, torch.bfloat16)
+check_equal("bfloat16 result", _half.tolist(), TopKLogitsWarper(4)(None, _x.to(torch.bfloat16)).tolist())
+check_true(torch.equal(_x, _x0), "top_k_filter must not modify its input in place")
+del _g, _x, _x0, _cases, _b3, _half, _k, _m, _f, _out, _ref
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercise 3 — top-p, the nucleus (2 points)
+# Book §4.10: keep the smallest set $S_p$ of most probable tokens whose mass reaches $p$, then
+# renormalise (the renormalisation happens by itself in the final softmax, so here we only mask).
+# Implement it **the way `transformers` does**, because floating point makes other equivalent
+# formulations disagree exactly at the boundary:
+#
+# 1. sort the logits of each row **ascending**; $c$ = cumulative sum of their softmax (in `float32`);
+# 2. remove the sorted positions where $c \le 1 - p$;
+# 3. never remove the last (largest) `min_tokens_to_keep` sorted positions;
+# 4. put the mask back in the original order and fill removed logits with `filter_value`.
+#
+# `top_p` must be in $(0, 1]$ (raise `ValueError` otherwise); $p = 1$ keeps every token.
+
+# %% nbgrader={"grade": false, "grade_id": "ex3_top_p", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def top_p_filter(logits, top_p, min_tokens_to_keep=1, filter_value=float("-inf")):
+    """Nucleus (top-p) filtering of the last dimension, as transformers' TopPLogitsWarper.
+
+    logits: tensor (..., V), any float dtype (probabilities computed in float32).
+    Returns a new tensor, same shape and dtype, with the logits outside the nucleus replaced by
+    filter_value; at least min_tokens_to_keep tokens are kept. `logits` is not modified.
+    Raises ValueError unless 0 < top_p <= 1.
+    """
+    ### BEGIN SOLUTION
+    if not 0 < top_p <= 1:
+        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+    sorted_logits, order = torch.sort(logits.float(), dim=-1, descending=False)
+    cum = torch.softmax(sorted_logits, dim=-1).cumsum(dim=-1)
+    remove_sorted = cum <= 1 - top_p
+    remove_sorted[..., -min_tokens_to_keep:] = False
+    remove = remove_sorted.scatter(-1, order, remove_sorted)
+    return logits.masked_fill(remove, filter_value)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_ex3_top_p", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+from course_utils.grading import check_close, check_equal, check_true
+_inf = float("-inf")
+_z = torch.tensor([[2.0, 1.0, 0.5, -1.0]])          # probabilities [0.61, 0.22, 0.14, 0.03]
+check_equal("top_p_filter(z, 0.6) keeps only the top token", top_p_filter(_z, 0.6).tolist(), [[2.0, _inf, _inf, _inf]])
+check_equal("top_p_filter(z, 0.9) keeps 3 tokens", top_p_filter(_z, 0.9).tolist(), [[2.0, 1.0, 0.5, _inf]])
+try:
+    top_p_filter(_z, 0.0)
+    raise AssertionError("top_p_filter(z, 0.0) must raise ValueError")
+except ValueError:
+    pass
+### BEGIN HIDDEN TESTS
+from course_utils.grading import assert_untampered, switched_off
+assert_untampered()
+_g = torch.Generator().manual_seed(13)
+_x = torch.randn(64, 300, generator=_g) * 2.5
+_x0 = _x.clone()
+_ps = [0.05, 0.3, 0.5, 0.77, 0.95, 0.999]
+with switched_off("transformers.generation.logits_process.TopPLogitsWarper.__call__",
+                  functions=[top_p_filter], hint="write top-p yourself, without transformers' warpers"):
+    _outs = {(_p, _m, _f): top_p_filter(_x, _p, min_tokens_to_keep=_m, filter_value=_f)
+             for _p in _ps for _m, _f in [(1, _inf), (4, -50.0)]}
+    _one = top_p_filter(_x, 1.0)
+    _b3 = top_p_filter(_x.reshape(8, 8, 300), 0.8)
+    _h16 = top_p_filter(_x.to(torch.float16), 0.7)
+    _bad = []
+    for _p in (-0.1, 0.0, 1.01, 2.0):
+        try:
+            top_p_filter(_x, _p)
+            _bad.append(_p)
+        except ValueError:
+            pass
+for (_p, _m, _f), _out in _outs.items():
+    _ref = TopPLogitsWarper(_p, filter_value=_f, min_tokens_to_keep=_m)(None, _x.clone())
+    _nk, _nr = (_out != _f).sum(-1), (_ref != _f).sum(-1)
+    check_true(torch.equal(_out, _ref), f"top_p_filter(top_p={_p}, min_tokens_to_keep={_m}, filter_value={_f}) "
+               f"differs from TopPLogitsWarper: tokens kept per row {_nk[:8].tolist()} vs {_nr[:8].tolist()}")
+check_true(torch.equal(_one, _x), "top_p=1.0 must keep every token")
+check_true(torch.equal(_b3.reshape(64, 300), TopPLogitsWarper(0.8)(None, _x.clone())), "top_p_filter on a (8, 8, 300) batch")
+check_equal("dtype for float16 input", _h16.dtype, torch.float16)
+check_true(torch.equal(torch.isinf(_h16), torch.isinf(TopPLogitsWarper(0.7)(None, _x.half().float()))),
+           "float16 input: the nucleus must be the same as for the float32 logits (compute the probabilities in float32)")
+check_true(not _bad, f"top_p_filter must raise ValueError for top_p = {_bad}")
+check_true(torch.equal(_x, _x0), "top_p_filter must not modify its input in place")
+del _g, _x, _x0, _ps, _outs, _one, _b3, _h16, _bad, _p, _m, _f, _out, _ref, _nk, _nr
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercise 4 — the pipeline, in the library's order (1 point)
+# `generate` applies its warpers in a fixed order: **temperature → top-k → top-p** (then softmax and
+# a draw). Order matters: top-k does not care about $\tau$ (dividing by $\tau > 0$ keeps the ranking),
+# but top-p does — a low temperature concentrates the mass, so the nucleus shrinks. Write the pipeline;
+# `None` means "not applied" (`top_p=1.0` keeps everything anyway). Use your functions above.
+
+# %% nbgrader={"grade": false, "grade_id": "ex4_pipeline", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def process_logits(logits, temperature=1.0, top_k=None, top_p=None, min_tokens_to_keep=1):
+    """Temperature, then top-k (if top_k is not None), then top-p (if top_p is not None).
+
+    logits: tensor (..., V). Returns the processed logits (same shape); the input is not modified.
+    """
+    ### BEGIN SOLUTION
+    out = apply_temperature(logits, temperature)
+    if top_k is not None:
+        out = top_k_filter(out, top_k, min_tokens_to_keep=min_tokens_to_keep)
+    if top_p is not None:
+        out = top_p_filter(out, top_p, min_tokens_to_keep=min_tokens_to_keep)
+    return out
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_ex4_pipeline", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+from course_utils.grading import check_close, check_equal, check_true
+_g = torch.Generator().manual_seed(4)
+_x = torch.randn(4, 100, generator=_g) * 2
+_ref = LogitsProcessorList([TemperatureLogitsWarper(0.5), TopPLogitsWarper(0.8)])(None, _x.clone())
+_out = process_logits(_x, temperature=0.5, top_p=0.8)
+check_true(torch.equal(torch.isinf(_out), torch.isinf(_ref)),
+           f"tau=0.5, top_p=0.8: kept per row {(~torch.isinf(_out)).sum(-1).tolist()}, expected "
+           f"{(~torch.isinf(_ref)).sum(-1).tolist()} (is the temperature applied first?)")
+check_close("process_logits(x, 0.5, top_p=0.8) kept values", _out[~torch.isinf(_out)], _ref[~torch.isinf(_ref)], atol=1e-5)
+### BEGIN HIDDEN TESTS
+from course_utils.grading import assert_untampered
+assert_untampered()
+_x = torch.randn(16, 400, generator=_g) * 3
+_x0 = _x.clone()
+for _t, _k, _p, _m in [(1.3, 20, 0.6, 1), (0.7, 50, 0.9, 1), (2.0, None, 0.5, 1), (0.4, 30, None, 1), (0.6, 10, 0.3, 3)]:
+    _procs = [TemperatureLogitsWarper(_t)]
+    _procs += [TopKLogitsWarper(_k, min_tokens_to_keep=_m)] if _k is not None else []
+    _procs += [TopPLogitsWarper(_p, min_tokens_to_keep=_m)] if _p is not None else []
+    _ref = LogitsProcessorList(_procs)(None, _x.clone())
+    _out = process_logits(_x, temperature=_t, top_k=_k, top_p=_p, min_tokens_to_keep=_m)
+    check_true(torch.equal(torch.isinf(_out), torch.isinf(_ref)), f"tau={_t}, top_k={_k}, top_p={_p}, min_tokens_to_keep={_m}: "
+               f"kept {(~torch.isinf(_out)).sum(-1)[:6].tolist()} vs {(~torch.isinf(_ref)).sum(-1)[:6].tolist()}")
+    check_close(f"kept values for tau={_t}", _out[~torch.isinf(_out)], _ref[~torch.isinf(_ref)], atol=1e-5)
+check_true(torch.equal(_x, _x0), "process_logits must not modify its input")
+del _g, _x, _x0, _t, _k, _p, _m, _procs, _ref, _out
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 3. `generate()` has a hidden top-k
+#
+# The book calls `generate(do_sample=True, temperature=..., top_p=...)` and calls it "top-p
+# sampling" (Book §4.12). But when neither you nor the model's generation config set `top_k`,
+# `transformers` fills in **`top_k=50`**. Look at the scores `generate` actually sampled from:
+
+# %% nbgrader={"grade": false, "grade_id": "hidden_topk_demo", "locked": true, "schema_version": 3, "solution": false, "task": false} tags=["nbval-check-output"]
+tiny = tiny_gpt2(seed=0)
+prompt_ids = torch.tensor([[5, 17, 42, 7]])
+for kw in [dict(), dict(top_k=None)]:
+    torch.manual_seed(0)
+    out = tiny.generate(prompt_ids, attention_mask=torch.ones_like(prompt_ids), do_sample=True, temperature=1.0,
+                        max_new_tokens=3, output_scores=True, return_dict_in_generate=True, pad_token_id=0, **kw)
+    kept = [int(torch.isfinite(s).sum()) for s in out.scores]
+    print(f"generate(do_sample=True, temperature=1.0{', top_k=None' if kw else ''}): tokens in the draw per step = {kept}"
+          f" (vocabulary {tiny.config.vocab_size})")
+
+
+# %% [markdown]
+# So every "top-p" run of the book (GPT-2, vocabulary 50,257) was really **top-k 50 + top-p**. To
+# compare a sampler with `generate`, pass `top_k=None` explicitly.
+#
+# ### Exercise 5 — a sampling loop equal to `generate` (2 points)
+# Write the loop yourself: at every step take the logits of the **last** position as `float32`,
+# apply `process_logits`, turn them into probabilities with a softmax and draw **one** token per row
+# with `torch.multinomial(probs, num_samples=1)` (torch's global random generator, one call per step,
+# exactly as `generate` does). No early stop at end-of-sequence. With the same `torch.manual_seed`
+# your tokens must equal `generate(do_sample=True, temperature=..., top_k=..., top_p=...)` — with
+# `top_k=None` meaning *no* top-k. You may or may not use a KV cache here.
+
+# %% nbgrader={"grade": false, "grade_id": "ex5_sampler", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def sample_generate(model, input_ids, max_new_tokens, temperature=1.0, top_k=None, top_p=None):
+    """Sample max_new_tokens tokens after input_ids (LongTensor (B, L)) from a causal LM.
+
+    Returns a LongTensor (B, L + max_new_tokens): the prompt followed by the sampled tokens.
+    """
+    ### BEGIN SOLUTION
+    ids = input_ids
+    for _ in range(max_new_tokens):
+        with torch.no_grad():
+            logits = model(input_ids=ids).logits[:, -1, :].float()
+        probs = torch.softmax(process_logits(logits, temperature, top_k, top_p), dim=-1)
+        next_token = torch.multinomial(probs, num_samples=1)
+        ids = torch.cat([ids, next_token], dim=-1)
+    return ids
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_ex5_sampler", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+from course_utils.grading import check_equal, check_true
+_m = tiny_gpt2(seed=1)
+_ids = torch.tensor([[3, 14, 15, 92, 65]])
+torch.manual_seed(123)
+_ref = _m.generate(_ids, attention_mask=torch.ones_like(_ids), do_sample=True, temperature=0.9, top_k=None,
+                   max_new_tokens=12, pad_token_id=0)
+torch.manual_seed(123)
+_out = sample_generate(_m, _ids, 12, temperature=0.9)
+check_equal("sample_generate(temperature=0.9) vs generate(do_sample=True, temperature=0.9, top_k=None), same seed",
+            _out.tolist(), _ref.tolist())
+### BEGIN HIDDEN TESTS
+from course_utils.grading import assert_untampered
+assert_untampered()
+_m = tiny_gpt2(seed=2, vocab_size=700)
+_ids = torch.tensor([[3, 14, 15, 92, 65, 35], [8, 9, 79, 32, 38, 4]])
+for _seed, _t, _k, _p in [(7, 1.0, None, None), (8, 0.7, None, 0.9), (9, 1.4, 40, None), (10, 0.8, 25, 0.7), (11, 1.0, 50, None)]:
+    torch.manual_seed(_seed)
+    _ref = _m.generate(_ids, attention_mask=torch.ones_like(_ids), do_sample=True, temperature=_t, top_k=_k,
+                       top_p=_p, max_new_tokens=15, pad_token_id=0)
+    torch.manual_seed(_seed)
+    _out = sample_generate(_m, _ids, 15, temperature=_t, top_k=_k, top_p=_p)
+    check_equal(f"sample_generate(batch of 2, temperature={_t}, top_k={_k}, top_p={_p}) vs generate, seed {_seed}",
+                _out.tolist(), _ref.tolist())
+check_equal("dtype of the returned ids", _out.dtype, torch.long)
+del _m, _ids, _seed, _t, _k, _p, _ref, _out
+### END HIDDEN TESTS
+
+# %% [markdown]
+# Demo on the real text model: your sampler and `generate` with the same seed, 20 tokens. Offline
+# `load_model("gpt2", need="fluent")` gives **SmolLM2-135M-Instruct used as a raw continuation model**
+# (no chat template), the best real text model the course ships; online it is the real GPT-2.
+# All text below comes from the model named in the banner.
+
+# %% nbgrader={"grade": false, "grade_id": "load_fluent", "locked": true, "schema_version": 3, "solution": false, "task": false}
+if not GRADING:   # the autograder skips every text demo below
+    lm, lm_tok = load_model("gpt2", need="fluent", verbose=True)
+    PAD = lm_tok.pad_token_id if lm_tok.pad_token_id is not None else lm_tok.eos_token_id
+
+# %%
+if not GRADING:
+    demo_ids = lm_tok("Transformers are models that", return_tensors="pt")["input_ids"]
+    torch.manual_seed(0)
+    ref = lm.generate(demo_ids, attention_mask=torch.ones_like(demo_ids), do_sample=True, temperature=0.7,
+                      top_k=None, top_p=0.9, max_new_tokens=20, pad_token_id=PAD, eos_token_id=None)
+    torch.manual_seed(0)
+    mine = sample_generate(lm, demo_ids, 20, temperature=0.7, top_p=0.9)
+    print("generate       :", repr(lm_tok.decode(ref[0])))
+    print("sample_generate:", repr(lm_tok.decode(mine[0])))
+    print("identical token ids:", torch.equal(ref, mine))
+
+# %% [markdown]
+# ## 4. The KV cache (Book §4.11)
+#
+# Without a cache, step $t$ recomputes keys and values of the whole prefix: $O(t)$ tokens through
+# all layers per step. With `past_key_values` the model stores $K_{\le t}, V_{\le t}$ for every layer
+# and a step only processes the **new** token: the prefix is computed once (the "prefill"). In
+# `transformers` 5 the cache is a `DynamicCache` object: `cache.layers[i].keys` has shape
+# `(batch, heads, seq, head_dim)`, `cache.get_seq_length()` counts the cached positions, and the
+# object is **mutated in place** (reuse it for another prompt and it keeps appending).
+
+# %% nbgrader={"grade": false, "grade_id": "cache_anatomy", "locked": true, "schema_version": 3, "solution": false, "task": false} tags=["nbval-check-output"]
+with torch.no_grad():
+    o = tiny(prompt_ids, use_cache=True)
+cache = o.past_key_values
+print(type(cache).__name__, "| layers:", len(cache.layers), "| cached positions:", cache.get_seq_length())
+print("layer 0 keys:", tuple(cache.layers[0].keys.shape), "values:", tuple(cache.layers[0].values.shape))
+with torch.no_grad():
+    o2 = tiny(torch.tensor([[9]]), past_key_values=cache, use_cache=True)
+    full = tiny(torch.cat([prompt_ids, torch.tensor([[9]])], dim=1)).logits[:, -1]
+print("after one more token, cached positions:", cache.get_seq_length(), "(same object:", o2.past_key_values is cache, ")")
+print("last logits, cached vs full recompute, max |diff| < 1e-5:", bool((o2.logits[:, -1] - full).abs().max() < 1e-5))
+nbytes = 2 * 12 * 12 * 64 * 1024 * 4
+print(f"gpt2-small KV cache at 1024 tokens, batch 1, float32: 2*layers*heads*head_dim*seq*4 B = {nbytes / 2**20:.1f} MiB")
+
+
+# %% [markdown]
+# ### Exercise 6 — greedy decoding with `past_key_values` (2 points)
+# Write greedy decoding (argmax at every step) that uses the cache: the first forward pass gets the
+# whole prompt, every later pass gets **only the last generated token** plus the cache returned by
+# the previous pass (`model(input_ids=..., past_key_values=..., use_cache=True)`; the model
+# advances positions from the cache by itself). The tokens must equal
+# `generate(do_sample=False)` — and the hidden test checks how many tokens each forward pass received.
+
+# %% nbgrader={"grade": false, "grade_id": "ex6_cache", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def greedy_generate_cached(model, input_ids, max_new_tokens):
+    """Greedy decoding with a KV cache. input_ids: LongTensor (B, L).
+
+    Returns a LongTensor (B, L + max_new_tokens). One forward pass per new token; the first
+    one sees the L prompt tokens, each later one a single token.
+    """
+    ### BEGIN SOLUTION
+    ids, step_input, past = input_ids, input_ids, None
+    for _ in range(max_new_tokens):
+        with torch.no_grad():
+            out = model(input_ids=step_input, past_key_values=past, use_cache=True)
+        past = out.past_key_values
+        next_token = out.logits[:, -1, :].argmax(dim=-1, keepdim=True)
+        ids = torch.cat([ids, next_token], dim=-1)
+        step_input = next_token
+    return ids
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_ex6_cache", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+from course_utils.grading import check_close, check_equal, check_true
+_m = tiny_gpt2(seed=3)
+_ids = torch.tensor([[11, 22, 33, 44, 55, 66, 77]])
+_ref = _m.generate(_ids, attention_mask=torch.ones_like(_ids), do_sample=False, max_new_tokens=10, pad_token_id=0)
+check_equal("greedy_generate_cached vs generate(do_sample=False)", greedy_generate_cached(_m, _ids, 10).tolist(), _ref.tolist())
+### BEGIN HIDDEN TESTS
+from course_utils.grading import assert_untampered
+assert_untampered()
+_m = tiny_gpt2(seed=4, vocab_size=500)
+_ids = torch.tensor([[5, 6, 7, 8, 9, 10, 11, 12, 13], [99, 98, 97, 96, 95, 94, 93, 92, 91]])
+_seen, _step_logits = [], []
+_h = _m.transformer.wte.register_forward_pre_hook(lambda mod, args: _seen.append(args[0].shape[1]))
+_h2 = _m.lm_head.register_forward_hook(lambda mod, args, out: _step_logits.append(out[:, -1].detach().clone()))
+try:
+    _out = greedy_generate_cached(_m, _ids, 14)
+finally:
+    _h.remove(); _h2.remove()
+_ref = _m.generate(_ids, attention_mask=torch.ones_like(_ids), do_sample=False, max_new_tokens=14, pad_token_id=0)
+check_equal("greedy_generate_cached on a batch of 2, 14 tokens", _out.tolist(), _ref.tolist())
+check_equal("tokens given to each forward pass (prompt once, then 1 per step)", _seen, [9] + [1] * 13)
+check_equal("dtype", _out.dtype, torch.long)
+with torch.no_grad():                                   # a full recompute of every step, positions 8 ... 21
+    _full = _m(_out[:, :-1]).logits[:, _ids.shape[1] - 1:]
+check_close("logits of every cached step vs a full recompute (positions must advance with the cache)",
+            torch.stack(_step_logits, dim=1), _full, atol=1e-4)
+del _m, _ids, _seen, _step_logits, _h, _h2, _out, _ref, _full
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 5. Measuring repetition: distinct-n
+#
+# The book's activity asks "where did you see more repetition?" and answers by eye from one sample.
+# A number is better: **distinct-n** = (number of *different* n-grams) / (number of n-grams) of a
+# token sequence. 1.0 means no n-gram repeats; a text stuck in a loop goes towards 0.
+#
+# ### Exercise 7 — distinct-n (1 point)
+
+# %% nbgrader={"grade": false, "grade_id": "ex7_distinct", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def distinct_n(tokens, n):
+    """Fraction of distinct n-grams in a sequence.
+
+    tokens: a list of hashable items (token ids or strings) or a 1-D tensor of ids.
+    Returns a float: len(set of n-grams) / (len(tokens) - n + 1), and 0.0 when len(tokens) < n.
+    Raises ValueError if n < 1.
+    """
+    ### BEGIN SOLUTION
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    if torch.is_tensor(tokens):
+        tokens = tokens.tolist()
+    tokens = list(tokens)
+    grams = [tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)]
+    return len(set(grams)) / len(grams) if grams else 0.0
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_ex7_distinct", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+from course_utils.grading import check_close
+check_close("distinct_n([1, 2, 1, 2, 1], 2)  (bigrams 12 21 12 21: 2 distinct of 4)", distinct_n([1, 2, 1, 2, 1], 2), 0.5)
+check_close("distinct_n(list('abcd'), 1)", distinct_n(list("abcd"), 1), 1.0)
+### BEGIN HIDDEN TESTS
+from course_utils.grading import assert_untampered, check_true
+assert_untampered()
+_g = torch.Generator().manual_seed(7)
+for _n in (1, 2, 3, 4):
+    _t = torch.randint(0, 6, (40,), generator=_g)
+    _w = _t.unfold(0, _n, 1)
+    _exp = torch.unique(_w, dim=0).shape[0] / _w.shape[0]
+    check_close(f"distinct_n(1-D tensor of 40 ids, n={_n})", distinct_n(_t, _n), _exp)
+    check_close(f"distinct_n(list of 40 ids, n={_n})", distinct_n(_t.tolist(), _n), _exp)
+check_close("distinct_n of 'the cat the cat the'.split(), n=3", distinct_n("the cat the cat the".split(), 3), 2 / 3)
+check_close("distinct_n([4, 5], 3): fewer tokens than n", distinct_n([4, 5], 3), 0.0)
+check_close("distinct_n([7] * 10, 1)", distinct_n([7] * 10, 1), 0.1)
+try:
+    distinct_n([1, 2, 3], 0)
+    raise AssertionError("distinct_n(tokens, 0) must raise ValueError")
+except ValueError:
+    pass
+del _g, _n, _t, _w, _exp
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 6. The book's activity (Book §4.15), on a real model
+#
+# The book's code (Book §4.12) samples with `generate(do_sample=True, temperature=τ, top_p=p,
+# max_new_tokens=80)` and — as section 3 showed — the hidden `top_k=50`. We do the same, say so
+# explicitly (`top_k=50`), and **seed** every run so that your answers can quote outputs that your
+# notebook reproduces. Model: the banner of section 3 (offline: SmolLM2-135M-Instruct as a raw
+# continuation model, not GPT-2; its text is more fluent than GPT-2's, so expect less dramatic loops
+# than the book's). Under the autograder these cells are skipped; run them yourself.
+
+# %% nbgrader={"grade": false, "grade_id": "activity_helpers", "locked": true, "schema_version": 3, "solution": false, "task": false}
+MAX_NEW = 24 if CI_MODE else 80          # the book uses 80
+
+
+def book_generate(prompt, temperature, top_p, seed=0, max_new_tokens=MAX_NEW, num_samples=1):
+    """The book's sampler (Book §4.12) with its hidden top_k=50 made explicit; returns new token ids."""
+    ids = lm_tok(prompt, return_tensors="pt")["input_ids"]
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        out = lm.generate(ids, attention_mask=torch.ones_like(ids), do_sample=True, temperature=temperature,
+                          top_p=top_p, top_k=50, max_new_tokens=max_new_tokens, min_new_tokens=max_new_tokens,
+                          num_return_sequences=num_samples, pad_token_id=PAD)
+    return out[:, ids.shape[1]:]
+
+
+def show(label, prompt, temperature, top_p, seed=0, max_new_tokens=MAX_NEW):
+    new = book_generate(prompt, temperature, top_p, seed, max_new_tokens)[0]
+    print(f"--- {label}: temperature={temperature}, top_p={top_p}, seed={seed}  "
+          f"(distinct-2 = {distinct_n(new, 2):.3f})")
+    print(prompt + lm_tok.decode(new, skip_special_tokens=True))
+    print()
+
+
+# %%
+if not GRADING:
+    P = "Transformers are models that"
+    print("=== Part A: temperature (top_p = 0.9) ===\n")
+    for lab, tau in [("A1", 0.2), ("A2", 0.7), ("A3", 1.0)]:
+        show(lab, P, tau, 0.9)
+    print("=== Part B: top-p (temperature = 0.7) ===\n")
+    for lab, p in [("B1", 0.3), ("B2", 0.6), ("B3", 0.9)]:
+        show(lab, P, 0.7, p)
+
+# %%
+if not GRADING:
+    print("=== Part C: chain-of-thought, style vs correctness (temperature 0.7, top_p 0.9) ===\n")
+    show("C-P1", "What is 27 + 58?", 0.7, 0.9, max_new_tokens=min(40, MAX_NEW))
+    show("C-P2", "Solve step by step: 27 + 58.", 0.7, 0.9, max_new_tokens=MAX_NEW)
+    print("correct answer: 27 + 58 =", 27 + 58)
+
+# %% [markdown]
+# ### What the book eyeballs, measured: distinct-2 over several seeds
+# One sample per setting (what the book does) cannot tell a setting from luck. Below, every
+# setting of Parts A and B is sampled with several seeds (a batch of samples per seed) and
+# distinct-2 of the generated tokens is plotted as mean ± standard deviation over all samples.
+
+# %%
+SWEEP = {"A1 tau=0.2 p=0.9": (0.2, 0.9), "A2=B3 tau=0.7 p=0.9": (0.7, 0.9), "A3 tau=1.0 p=0.9": (1.0, 0.9),
+         "B1 tau=0.7 p=0.3": (0.7, 0.3), "B2 tau=0.7 p=0.6": (0.7, 0.6)}
+SEEDS, PER_SEED, SWEEP_NEW = ([0, 1], 2, 24) if CI_MODE else ([0, 1, 2], 4, 64)
+sweep = {}
+if not GRADING:
+    for name, (tau, p) in tqdm(list(SWEEP.items()), desc="distinct-n sweep"):
+        vals = []
+        for s in SEEDS:
+            for row in book_generate("Transformers are models that", tau, p, seed=s,
+                                     max_new_tokens=SWEEP_NEW, num_samples=PER_SEED):
+                vals.append(distinct_n(row, 2))
+        sweep[name] = np.array(vals)
+    for name, v in sweep.items():
+        print(f"{name:22s} distinct-2 mean {v.mean():.3f}  std {v.std():.3f}  min {v.min():.3f}  (n={len(v)} samples)")
+    spread_plot(sweep, xlabel="setting (book activity, Parts A and B)", ylabel="distinct-2 of the continuation",
+                title=f"Repetition vs sampling setting ({len(SEEDS)} seeds x {PER_SEED} samples, {SWEEP_NEW} tokens)")
+    plt.tight_layout()
+    plt.show()
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "written_part_a", "locked": false, "points": 1, "schema_version": 3, "solution": true, "task": false}
+# **Part A (1 pt).** A.1 Copy 2–3 lines of each of A1, A2, A3. A.2 Which run repeated most? Justify
+# from the text *and* from the distinct-2 numbers (printed next to each run and in the sweep).
+# A.3 Which run varied most in theme? Cite concrete text.
+#
+# **Answer.** (model answer from the course's full-mode run, seed 0, SmolLM2 offline; yours must
+# quote your own outputs.) A.1 A1: "Transformers are models that can be used to optimize a system or
+# process. They can be applied to various fields…"; A2: "…incorporate existing data into a new model
+# while accounting for uncertainty. One common approach is to use ensemble methods…"; A3: "…create
+# and feed information to a network of automatons, and automatons are models that follow rules…".
+# A.2 In these single runs A3 repeated most by the numbers (distinct-2 0.823 vs A2 0.886 and A1
+# 0.911): it keeps circling back to "automatons … rules … unintended consequences"; A2 repeats
+# "ensemble methods". That is the opposite of the book's expectation, and one sample cannot settle
+# it: over 12 samples per setting the sweep orders the means the book's way, A1 0.914 < A2 0.940 <
+# A3 0.944, with standard deviations of 0.04–0.06 — larger than the gaps, so on this model and length
+# temperature changes repetition only a little. A.3 A3 varies most in theme (from transformers to
+# automatons and "engines"); A1 stays on a generic "models in engineering, economics, medicine".
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "written_part_b", "locked": false, "points": 1, "schema_version": 3, "solution": true, "task": false}
+# **Part B (1 pt).** B.1 At which top-p was the model most repetitive? B.2 Copy exactly one sentence
+# or pattern that repeated or almost repeated. B.3 Relate it to cumulative probability mass (use the
+# numbers of section 2: when does top-p become greedy?).
+#
+# **Answer.** (full-mode run, seed 0.) B.1 In the printed runs p = 0.6 (B2) repeated most
+# (distinct-2 0.722, vs 0.835 for p = 0.3 and 0.886 for p = 0.9); over 12 samples the sweep puts
+# p = 0.3 lowest (mean 0.873, vs 0.896 and 0.940). B.2 B2: "a skilled architect, a musician, a
+# healer, a writer, a musician, a healer, a warrior, a musician, a healer, a warrior, a" — a loop.
+# B.3 With τ = 0.7 applied first the distribution is sharper, and whenever the top token alone has
+# mass ≥ p the nucleus holds that one token: the step is greedy. Section 2 shows it on
+# z = [2, 1, 0.5, −1]: the top token has 0.61, so top-p 0.3 and 0.6 both keep one token and only 0.9
+# keeps three. The smaller p, the more steps are greedy, and greedy decoding of a continuation
+# model falls into loops like the one quoted (which a single sample at p = 0.6 happened to show).
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "written_part_c", "locked": false, "points": 1, "schema_version": 3, "solution": true, "task": false}
+# **Part C (1 pt).** C.1 Is the final answer correct in both cases (yes/no)? C.2 Copy an excerpt where
+# the model appears to reason. C.3 Does the shown reasoning guarantee correctness? Justify from the output.
+#
+# **Answer.** (full-mode run, seed 0.) C.1 No, in both cases: "What is 27 + 58?" gave "The answer
+# is 98. This is the result of the division of 27 by 58."; "Solve step by step" turned the prompt
+# into "27 + 58.12 + 27(10.01) + 100.12 …" and never gave 85. C.2 "This is an expression for a
+# polynomial with integer coefficients. … This is a linear equation with integer coefficients. So
+# the answer is:" — the vocabulary of a derivation. C.3 No: the step-by-step form changes the
+# style of the text (Book §4.13), not its correctness; the "reasoning" above is fluent and wrong,
+# and only checking the printed number against 27 + 58 = 85 tells.
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "written_part_d", "locked": false, "points": 1, "schema_version": 3, "solution": true, "task": false}
+# **Part D (1 pt).** The book shows: "Transformers are models that are not part of the game. The
+# following is a list of all the models that are not part of the game..." D.1 Which parameter would you
+# change first? D.2 Increase or decrease? D.3 Justify from Parts A–B and the sweep.
+#
+# **Answer.** top-p, increased (e.g. 0.3 → 0.9). The book's companion notebook shows that this exact
+# text came from top_p = 0.3, τ = 0.7. In the sweep, distinct-2 rises from B1 (p = 0.3) to B3 (p = 0.9)
+# at fixed τ, because a larger nucleus lets more than the top token into the draw. Raising τ instead
+# would also help (A1 → A3) but risks incoherence; Book §4.14 says to change one parameter at a time,
+# top-p first.
+
+# %% [markdown]
+# ## 7. KV cache benchmark, done properly
+#
+# The book times one call with the cache and one without (Book §4.11.3): **1.1692 s vs 1.2143 s**
+# (3.7 %), cache measured first, no warm-up, unseeded sampling (the two runs need not even generate
+# the same number of tokens). That shows nothing: the first call pays one-off costs, and a single run
+# of either is noisier than 3.7 %. The authors' own companion run on a T4 even measured the cache
+# *slower* (2.26 s vs 1.25 s).
+#
+# Here: the gpt2-small architecture (`need="size"`, the book's model size), greedy decoding with
+# `min_new_tokens = max_new_tokens` so both arms generate exactly the same number of tokens, one
+# warm-up run per arm, then the **median** of repeated runs, over prompt length and over generated length.
+
+# %%
+BENCH_REPEATS = 1 if CI_MODE else 3
+BENCH_PROMPTS, BENCH_NEW = ([8, 256], 8) if CI_MODE else ([8, 64, 128, 256], 32)
+GEN_PROMPT, GEN_LENGTHS = (128, [4, 8]) if CI_MODE else (64, [8, 16, 32])
+torch.manual_seed(0)
+bench_ids = torch.randint(0, 50000, (1, max(BENCH_PROMPTS + [GEN_PROMPT])))
+
+
+def time_generate(prompt_len, new_tokens, use_cache, repeats=BENCH_REPEATS):
+    ids = bench_ids[:, :prompt_len]
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            out = gpt2.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, use_cache=use_cache,
+                                max_new_tokens=new_tokens, min_new_tokens=new_tokens, pad_token_id=50256)
+        times.append(time.perf_counter() - t0)
+        assert out.shape[1] == prompt_len + new_tokens
+    return float(np.median(times))
+
+
+bench = {}
+if not GRADING:
+    for uc in (True, False):                      # warm-up, both arms
+        time_generate(8, 4, uc, repeats=1)
+    jobs = [(p, BENCH_NEW) for p in BENCH_PROMPTS] + [(GEN_PROMPT, n) for n in GEN_LENGTHS]
+    for p, n in tqdm(jobs, desc="KV-cache benchmark"):
+        if (p, n) not in bench:
+            bench[(p, n)] = (time_generate(p, n, True), time_generate(p, n, False))
+    print(f"{'prompt':>6} {'new':>4} {'cache (s)':>10} {'no cache (s)':>13} {'speed-up':>9}")
+    for (p, n), (tc, tn) in bench.items():
+        print(f"{p:6d} {n:4d} {tc:10.3f} {tn:13.3f} {tn / tc:8.1f}x")
+    print(f"(median of {BENCH_REPEATS} run(s) after warm-up; torch threads: {torch.get_num_threads()})")
+
+# %%
+if bench:
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
+    xs = BENCH_PROMPTS
+    axes[0].plot(xs, [bench[(p, BENCH_NEW)][0] for p in xs], "o-", label="with KV cache")
+    axes[0].plot(xs, [bench[(p, BENCH_NEW)][1] for p in xs], "s-", label="without cache")
+    axes[0].set_xlabel("prompt length (tokens)"); axes[0].set_ylabel("seconds (median)")
+    axes[0].set_title(f"{BENCH_NEW} new tokens, gpt2-small architecture"); axes[0].legend()
+    xs = GEN_LENGTHS
+    axes[1].plot(xs, [bench[(GEN_PROMPT, n)][0] for n in xs], "o-", label="with KV cache")
+    axes[1].plot(xs, [bench[(GEN_PROMPT, n)][1] for n in xs], "s-", label="without cache")
+    axes[1].set_xlabel("generated tokens"); axes[1].set_ylabel("seconds (median)")
+    axes[1].set_title(f"prompt of {GEN_PROMPT} tokens"); axes[1].legend()
+    plt.tight_layout()
+    plt.show()
+
+# %% [markdown]
+# **Reading.** Without the cache, step $t$ pushes the whole prefix ($L + t$ tokens) through 12 blocks,
+# so the time grows with prompt length *and* quadratically-ish with generated length; with the cache
+# each step processes one token and only the prefill depends on $L$. On a CPU, where arithmetic
+# dominates, that is a large factor at long prompts (full mode on 2 cores, 32 new tokens, two runs:
+# 2.0× at an 8-token prompt, 4.5–5.0× at 128, 6.9–7.2× at 256). On a GPU a 124 M model with a short prompt is different: each step is
+# dominated by fixed per-step costs (Python, kernel launches), not arithmetic, so the cache gains
+# little — measured on an H100: 0.67 s vs 0.63 s for 120 tokens at prompt 8 (no gain), 0.66 s vs 0.94 s
+# at prompt 768. The book's "the gain grows with context" holds; its 1.17 vs 1.21 s cannot show it.
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "written_kv", "locked": false, "points": 1, "schema_version": 3, "solution": true, "task": false}
+# **Question (1 pt).** Quote from your benchmark table the speed-up at the shortest and the longest
+# prompt. Why does the gap grow with the prompt length? Why is the book's 1.1692 s vs 1.2143 s no
+# evidence for or against the cache, and why can a GPU show almost no gain for GPT-2 small?
+#
+# **Answer.** Full mode on 2 CPU cores, 32 new tokens: 2.0× at an 8-token prompt and ≈ 7× at 256 (CI
+# mode, 8 new tokens, prints a smaller gap: the prefill is a larger share of a short run); it grows with the prompt because without the cache every step
+# re-processes all $L + t$ tokens (cost ∝ $L$ per step) while with it a step costs one token plus
+# attention over the cache. The book timed one cold run per arm, cache first, unseeded sampling with
+# possibly different lengths: one-off warm-up costs and noise exceed its 3.7 % difference. On a GPU,
+# a 124 M model processing 8 or 120 tokens takes about the same time per step (launch overhead
+# dominates), so recomputing the prefix is almost free until the prefix is long (H100: 0.67 vs 0.63 s at
+# prompt 8, 0.66 vs 0.94 s at prompt 768).
+
+# %% [markdown]
+# ## 8. Reflect
+# * Temperature rescales logits; its effect is the ratio identity of section 2.
+# * top-k and top-p decide *who* enters the draw; your implementations match `transformers` exactly,
+#   including ties, `min_tokens_to_keep`, and the order temperature → top-k → top-p.
+# * `generate(do_sample=True)` quietly adds `top_k=50`: the book's "top-p" experiments were top-k + top-p.
+# * The KV cache changes cost, not tokens (exercise 6: identical greedy tokens); how much it saves
+#   depends on prompt length and hardware — measure with warm-up, repeats and equal lengths.

@@ -1,0 +1,154 @@
+"""Chapter sources: the percent script in ``chapters/`` is the text, the solution notebook its build.
+
+Each chapter ``NN_name`` is written as a jupytext percent script,
+``chapters/NN_name/NN_name.py`` (cells ``# %%``, nbgrader metadata and tags in the cell header,
+no outputs), and built into ``solutions/NN_name/NN_name.ipynb`` (the nbgrader source, with the
+outputs of an executed run: what instructors open and nbval compares). Scripts live outside
+``solutions/`` so nbgrader never sees them (``nbgrader_config.py`` also ignores ``*.py`` there),
+and ``jupytext.toml`` pairs only ``solutions/`` with ``chapters/``: student notebooks in
+``notebooks/`` are never paired, so jupytext cannot write a solution script next to them.
+
+``llm-course build NN_name``      script -> notebook, executed (``--full``: full mode; ``--no-run``:
+                                  keep the outputs of unchanged cells, clear the others)
+``llm-course export NN_name``     notebook -> script (after editing the notebook in JupyterLab
+                                  without the jupytext extension; ``jupytext --sync`` does the same)
+``llm-course check-sources``      fail where a script and its notebook disagree (cell types,
+                                  sources, nbgrader metadata, tags, ids); ``tests/test_sources.py``
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import nbformat
+
+from course_utils.paths import repo_root
+
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+KEEP_CELL_KEYS = ("nbgrader", "tags", "deletable", "editable")
+# What the script keeps of the notebook: no notebook metadata (build() sets the kernelspec), and of
+# each cell only what nbgrader and nbval read. jupytext.toml states the same for JupyterLab.
+JUPYTEXT_OPTIONS = {"notebook_metadata_filter": "-all", "cell_metadata_filter": ",".join(KEEP_CELL_KEYS) + ",-all"}
+SCRIPTS_DIR = "chapters"
+
+
+def script_path(chapter: str, root: Path | None = None) -> Path:
+    """``chapters/NN_name/NN_name.py``: the reviewable source of a chapter."""
+    return (root or repo_root()) / SCRIPTS_DIR / chapter / f"{chapter}.py"
+
+
+def notebook_path(chapter: str, root: Path | None = None) -> Path:
+    """``solutions/NN_name/NN_name.ipynb``: the built, executed nbgrader source."""
+    return (root or repo_root()) / "solutions" / chapter / f"{chapter}.ipynb"
+
+
+def clean(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Drop jupytext/execution metadata; keep only nbgrader metadata and tags on cells.
+
+    Cell ids are the nbgrader ``grade_id`` where there is one, else ``cell-NNN`` by position, so
+    a rebuild gives the same ids and nbgrader's ids are stable.
+    """
+    nb.metadata = nbformat.from_dict({
+        "kernelspec": KERNELSPEC,
+        "language_info": {"name": "python"},
+    })
+    for i, cell in enumerate(nb.cells):
+        cell.metadata = nbformat.from_dict({k: v for k, v in cell.metadata.items() if k in KEEP_CELL_KEYS})
+        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+        cell["id"] = gid if gid else f"cell-{i:03d}"
+        if cell.cell_type == "code":
+            for out in cell.get("outputs", []):
+                out.get("metadata", {}).pop("execution", None)
+    nb.nbformat, nb.nbformat_minor = 4, 5
+    return nb
+
+
+def read_script(script: Path) -> nbformat.NotebookNode:
+    """The notebook a percent script describes (no outputs), cleaned as :func:`clean` does."""
+    import jupytext
+
+    return clean(jupytext.read(script, fmt="py:percent"))
+
+
+def script_text(nb: nbformat.NotebookNode) -> str:
+    """The percent script of a notebook (outputs and execution metadata left out)."""
+    import copy
+
+    import jupytext
+
+    nb = copy.deepcopy(nb)
+    nb.metadata = nbformat.from_dict({"jupytext": dict(JUPYTEXT_OPTIONS), "kernelspec": KERNELSPEC})
+    return jupytext.writes(nb, fmt="py:percent")
+
+
+def execute(path: Path, timeout: int = 600, ci: bool = True) -> None:
+    """Execute a notebook in place (offline; CI mode unless ``ci`` is false) and clean it."""
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(path, as_version=4)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ["LLM_COURSE_CI"] = "1" if ci else "0"
+    os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                            resources={"metadata": {"path": str(path.parent)}})
+    client.execute()
+    nbformat.write(clean(nb), path)
+
+
+def build(chapter: str, run: bool = True, ci: bool = True, root: Path | None = None) -> Path:
+    """Rebuild ``solutions/<chapter>`` from its script; execute it unless ``run`` is false.
+
+    Without ``run``, a cell keeps the outputs of the current notebook when its id, type and source
+    are unchanged (edits to prose or to a hidden test need no re-execution); other code cells get
+    no outputs.
+    """
+    script, out = script_path(chapter, root), notebook_path(chapter, root)
+    if not script.is_file():
+        raise FileNotFoundError(f"{script} does not exist (chapter sources live in {SCRIPTS_DIR}/NN_name/NN_name.py)")
+    nb = read_script(script)
+    if not run and out.is_file():
+        old = {c["id"]: c for c in nbformat.read(out, as_version=4).cells}
+        for cell in nb.cells:
+            prev = old.get(cell["id"])
+            if cell.cell_type == "code" and prev is not None and prev.cell_type == "code" and prev.source == cell.source:
+                cell.outputs, cell.execution_count = prev.outputs, prev.execution_count
+    out.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, out)
+    if run:
+        execute(out, ci=ci)
+    return out
+
+
+def export(chapter: str, root: Path | None = None) -> Path:
+    """Write ``chapters/<chapter>`` from the solution notebook (the reverse of :func:`build`)."""
+    nb = nbformat.read(notebook_path(chapter, root), as_version=4)
+    script = script_path(chapter, root)
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text(script_text(nb), encoding="utf-8")
+    return script
+
+
+def _cell_view(cell: nbformat.NotebookNode) -> dict:
+    meta = cell.get("metadata", {})
+    return {"id": cell.get("id"), "type": cell.cell_type, "source": cell.source,
+            "nbgrader": meta.get("nbgrader"), "tags": meta.get("tags", []),
+            "editable": meta.get("editable"), "deletable": meta.get("deletable")}
+
+
+def sync_problems(chapter: str, root: Path | None = None) -> list[str]:
+    """Where ``chapters/<chapter>`` and ``solutions/<chapter>`` disagree (empty when in sync)."""
+    script, nbp = script_path(chapter, root), notebook_path(chapter, root)
+    if not script.is_file():
+        return [f"{script.relative_to(script.parents[2])} is missing: `llm-course export {chapter}` writes it"]
+    want = [_cell_view(c) for c in read_script(script).cells]
+    have = [_cell_view(c) for c in nbformat.read(nbp, as_version=4).cells]
+    rebuild = f"(rebuild: llm-course build {chapter})"
+    problems = []
+    if len(want) != len(have):
+        problems.append(f"{chapter}: the script has {len(want)} cells, the notebook {len(have)} {rebuild}")
+    for i, (w, h) in enumerate(zip(want, have)):
+        diff = [k for k in w if w[k] != h[k]]
+        if diff:
+            first = w["source"].splitlines()[0][:60] if w["source"] else ""
+            problems.append(f"{chapter}: cell {i} ({w['id']}, {first!r}) differs in {', '.join(diff)} {rebuild}")
+    return problems
