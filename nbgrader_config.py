@@ -22,10 +22,12 @@ from nbgrader.preprocessors import (  # noqa: E402
 )
 from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
 
+from course_tools.sandbox import SandboxedExecute  # noqa: E402
 from course_tools.nbgrader_ext import (  # noqa: E402
     AppendIntegrityCheck,
     FlagKernelHooks,
     RequireIntegrityCheck,
+    ResolveDuplicateCells,
     StderrToStdout,
     StripExecutionTags,
 )
@@ -58,6 +60,7 @@ c.Execute.interrupt_on_timeout = True
 c.OverwriteCells.add_missing_cells = True
 c.Autograde.sanitize_preprocessors = [
     ClearOutput,
+    ResolveDuplicateCells,
     DeduplicateIds,
     OverwriteKernelspec,
     OverwriteCells,
@@ -66,8 +69,11 @@ c.Autograde.sanitize_preprocessors = [
     AppendIntegrityCheck,
     CheckCellMetadata,
 ]
+# Each submission's kernel runs in a bubblewrap sandbox (course_tools/sandbox.py): no network,
+# read-only system and course, no solutions/gradebook/other submissions, a fresh home. Without
+# bubblewrap, autograding refuses (--SandboxedKernelManager.allow_unsandboxed=True overrides).
 c.Autograde.autograde_preprocessors = [
-    Execute,
+    SandboxedExecute,
     RequireIntegrityCheck,
     StderrToStdout,
     IgnorePattern,

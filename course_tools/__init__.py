@@ -2,7 +2,8 @@
 
 ``release`` (student notebooks from ``solutions/``), ``authoring`` (chapter scripts in
 ``chapters/`` ↔ solution notebooks), ``autograde`` (the round trip the tests run),
-``nbgrader_ext`` and ``integrity`` (what ``nbgrader_config.py`` adds to autograding),
+``nbgrader_ext``, ``integrity`` and ``sandbox`` (what ``nbgrader_config.py`` adds to autograding:
+hardening, and each submission's kernel under bubblewrap),
 ``kernels`` (nbval kernels over IPC) and ``cli`` (the ``llm-course`` command). It may import
 ``course_utils``; ``course_utils`` never imports it (``tests/test_layout.py`` checks both).
 """

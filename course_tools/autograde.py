@@ -168,7 +168,7 @@ def autograde_submissions(course: Path, source_folder: Path, chapter: str,
     # interpreter's scripts folder first, so it works without an activated virtualenv.
     scripts = str(Path(sys.executable).parent)
     env = dict(os.environ, LLM_COURSE_NBGRADER_ROOT=str(course), IPYTHONDIR=str(course / "ipython"),
-               PATH=scripts + os.pathsep + os.environ.get("PATH", ""))
+               PATH=scripts + os.pathsep + os.environ.get("PATH", ""), LLM_COURSE_SANDBOX_STARTUP=str(startup))
     env.setdefault("LLM_COURSE_CI", "1")
     cfg = [f"--CourseDirectory.root={course}", "--log-level=WARN",
            # The other pytest worker starts kernels too: a failed kernel start (a TCP port

@@ -172,6 +172,42 @@ def hook_findings(source: str, imported: set[str] | None = None) -> list[str]:
     return found
 
 
+REVIEW_NOTE = "**Autograder note (for the instructor)**: "
+
+
+class ResolveDuplicateCells(NbGraderPreprocessor):
+    """Grade a notebook in which a graded cell was pasted twice, instead of failing on it.
+
+    JupyterLab copies a cell's nbgrader metadata with the cell, and stock nbgrader then stops on
+    the whole submission (0 points for every exercise). Here the **last** copy of each grade id
+    keeps its metadata (it is the definition that wins when the notebook runs top to bottom); the
+    earlier copies become ordinary cells, still executed in place. A markdown note at the top of
+    the autograded notebook names the cells, so the instructor can review them.
+    """
+
+    def preprocess(self, nb: NotebookNode, resources: Any) -> tuple[NotebookNode, Any]:
+        seen: set[str] = set()
+        dups: list[str] = []
+        for cell in reversed(nb.cells):
+            gid = _meta(cell).get("grade_id")
+            if not gid:
+                continue
+            if gid in seen:
+                cell.metadata.pop("nbgrader", None)
+                if gid not in dups:
+                    dups.append(gid)
+            else:
+                seen.add(gid)
+        if dups:
+            names = ", ".join(sorted(dups))
+            self.log.warning("Submission has graded cells pasted more than once (%s): graded the last copy of each", names)
+            nb.cells.insert(0, from_dict({"cell_type": "markdown", "metadata": {}, "id": "autograder-note-duplicates",
+                                          "source": REVIEW_NOTE + f"the cells {names} appear more than once in the "
+                                          "submission (a pasted copy keeps its nbgrader id). The last copy of each "
+                                          "was graded; earlier copies ran as ordinary cells. Review by hand."}))
+        return nb, resources
+
+
 class StripExecutionTags(NbGraderPreprocessor):
     """Remove every tag from every cell of a submission (tags can make the executor skip a cell)."""
 

@@ -113,7 +113,58 @@ def _build(student, _source):
     subs["plain_hook_with_right_answer"] = flagged
     for name, line in PLAIN_REBINDING.items():  # harmless values: only the scan can withhold these
         subs[name] = _with_answer(student, RIGHT + line)
+    # One student against the next: graded first (nbgrader grades in name order), then an honest
+    # and a wrong submission graded after them must get exactly what they earn.
+    for name, attack in CROSS_SUBMISSION.items():
+        subs[name] = _with_answer(student, attack + WRONG)
+    subs["zz_right_after_attacks"] = _with_answer(student, RIGHT)
+    subs["zz_wrong_after_attacks"] = _with_answer(student, WRONG)
+    # Honest accidents: JupyterLab copies a cell's nbgrader metadata with the cell.
+    for who, kind in (("accident_answer_pasted_twice", "answer"), ("accident_test_pasted_twice", "test_int")):
+        nb = _with_answer(student, RIGHT)
+        i = next(k for k, c in enumerate(nb["cells"]) if c["metadata"].get("nbgrader", {}).get("grade_id") == kind)
+        dup = copy.deepcopy(nb["cells"][i])
+        dup["id"] = dup["id"] + "-copy"
+        nb["cells"].insert(i + 1, dup)
+        subs[who] = nb
+    nb = _with_answer(student, RIGHT)
+    nb["cells"] = [c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") != "written"]
+    subs["accident_written_answer_deleted"] = nb
     return subs
+
+
+# Attacks on the submissions graded after this one, or on the gradebook. None is seen by the scan.
+CROSS_SUBMISSION = {
+    # an IPython startup file that blanks every test cell of the kernels started after this one
+    "a0_startup_file_for_the_next_kernel": (
+        "import os, pwd\n"
+        "_code = (\"get_ipython().input_transformers_post.append(lambda lines: ['pass\\\\n'] "
+        "if any('check_' in l for l in lines) else lines)\\n\")\n"
+        "for _d in {os.environ.get('IPYTHON' + 'DIR', ''), os.path.expanduser('~/.ipython'),\n"
+        "           pwd.getpwuid(os.getuid()).pw_dir + '/.ipython'}:\n"
+        "    try:\n"
+        "        os.makedirs(_d + '/profile_default/startup', exist_ok=True)\n"
+        "        open(_d + '/profile_default/startup/00-x.py', 'w').write(_code)\n"
+        "    except OSError:\n"
+        "        pass\n"),
+    # rewrite the course's grading code on disk (here a harmless comment: the test checks the file)
+    "a1_rewrites_the_grading_module": (
+        "import importlib\n"
+        "_m = importlib.import_module('course_utils.' + 'gra' + 'ding')\n"
+        "try:\n"
+        "    open(_m.__file__, 'a').write('\\n# written by a submission\\n')\n"
+        "except OSError:\n"
+        "    pass\n"),
+    # a process that outlives the kernel and writes full marks into the gradebook
+    "a2_process_left_running": (
+        "import os, subprocess, sys\n"
+        "_db = os.path.abspath(os.path.join(os.getcwd(), '..', '..', '..', 'gradebook.db'))\n"
+        "_code = ('import time, sqlite3; time.sleep(4); c = sqlite3.connect(%r); '\n"
+        "         'c.execute(\"update grade set manual_score = (select max_score from grade_cell where grade_cell.id = grade.cell_id)\"); '\n"
+        "         'c.commit()') % _db\n"
+        "subprocess.Popen([sys.executable, '-c', _code], start_new_session=True,\n"
+        "                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"),
+}
 
 
 # Assignments to attributes of imported modules and classes, written plainly: the scan flags them.
@@ -156,6 +207,27 @@ def test_honest_answers_are_graded_right_despite_stderr_noise(graded):
 def test_cheat_with_wrong_answer_scores_zero(graded, who):
     scores, _, log = graded
     assert _total(scores[who]) == (0, 3), f"{who}: {scores[who]}"
+
+
+@pytest.mark.parametrize("who", [*CROSS_SUBMISSION, "zz_wrong_after_attacks"])
+def test_attacks_on_other_submissions_score_zero_and_harm_nobody(graded, who):
+    scores, course, log = graded
+    assert _total(scores[who]) == (0, 3), f"{who}: {scores[who]}"
+    assert _total(scores["zz_right_after_attacks"]) == (3, 3), log[-2000:]
+
+
+def test_a_submission_cannot_change_the_course_code():
+    import course_utils.grading
+
+    text = open(course_utils.grading.__file__, encoding="utf-8").read()
+    assert "written by a submission" not in text, "a submission rewrote course_utils/grading.py"
+
+
+@pytest.mark.parametrize("who", ["accident_answer_pasted_twice", "accident_test_pasted_twice",
+                                 "accident_written_answer_deleted"])
+def test_honest_accidents_keep_the_points_their_answers_earn(graded, who):
+    scores, _, log = graded
+    assert _total(scores[who]) == (3, 3), f"{who}: {scores[who]}\n{log[-3000:]}"
 
 
 @pytest.mark.parametrize("who", ["plain_hook_with_right_answer", *PLAIN_REBINDING])

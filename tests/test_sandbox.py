@@ -1,0 +1,132 @@
+"""course_tools.sandbox: a submission's kernel under bubblewrap (README, "Grading integrity").
+
+One kernel is started the way autograding starts it, in a fake course directory, and asked to do
+what a cheating submission would: read the solutions, the gradebook and other students' work,
+write the course code and the grader's IPython profile, open network connections, and leave a
+process running. Each must fail; its own folder stays writable; torch and course_utils import.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from course_tools import sandbox
+
+CODE = r'''
+import json, os, socket, subprocess, sys
+r = {}
+r["solutions"] = os.listdir(os.environ["T_COURSE"] + "/solutions")
+r["repo_solutions"] = os.listdir(os.environ["T_REPO"] + "/solutions")
+r["other_students"] = sorted(os.listdir(os.environ["T_COURSE"] + "/autograded"))
+try:
+    r["gradebook"] = open(os.environ["T_COURSE"] + "/gradebook.db").read()
+except OSError as e:
+    r["gradebook"] = "unreadable"
+def can_write(p):
+    try:
+        with open(p, "a"):
+            pass
+        return True
+    except OSError:
+        return False
+import course_utils.grading as g
+r["write_grading"] = can_write(g.__file__)
+r["write_real_profile"] = can_write(os.environ["T_REALHOME"] + "/.ipython/x.py")
+r["write_own_dir"] = can_write("mine.txt")
+r["home"] = os.environ["HOME"]
+for name, addr in (("loopback", ("127.0.0.1", 22)), ("outside", ("10.255.255.1", 80))):
+    try:
+        socket.create_connection(addr, timeout=1).close()
+        r[name] = "connected"
+    except OSError as e:
+        r[name] = type(e).__name__
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60); open(%r, 'w').write('alive')" % (os.environ["T_MARK"],)],
+                 start_new_session=True)
+import torch
+r["torch"] = torch.__version__
+print(json.dumps(r))
+'''
+
+
+@pytest.fixture()
+def course(tmp_path):
+    c = tmp_path / "course"
+    (c / "solutions" / "ch").mkdir(parents=True)
+    (c / "solutions" / "ch" / "ch.ipynb").write_text("hidden tests")
+    (c / "autograded" / "alice" / "ch").mkdir(parents=True)
+    (c / "autograded" / "bob" / "ch").mkdir(parents=True)
+    (c / "gradebook.db").write_text("grades")
+    return c
+
+
+def _run(course: Path, code: str, **traits) -> dict:
+    from jupyter_client.asynchronous import AsyncKernelClient  # noqa: F401  (import check)
+
+    async def main():
+        km = sandbox.SandboxedKernelManager(kernel_name="python3", course_root=str(course), **traits)
+        await km.start_kernel(cwd=str(course / "autograded" / "alice" / "ch"))
+        kc = km.client()
+        kc.start_channels()
+        try:
+            await kc.wait_for_ready(timeout=60)
+            out: list[str] = []
+            await kc.execute_interactive(code, timeout=120, output_hook=lambda m: out.append(
+                m["content"].get("text", "")) if m["msg_type"] == "stream" else None)
+            return json.loads("".join(out).strip().splitlines()[-1])
+        finally:
+            kc.stop_channels()
+            await km.shutdown_kernel(now=True)
+
+    return asyncio.run(main())
+
+
+@pytest.mark.skipif(sandbox.probe() is not None, reason=f"no bubblewrap here: {sandbox.probe()}")
+def test_a_sandboxed_kernel_cannot_reach_what_grades(course, tmp_path, monkeypatch):
+    from course_utils.paths import repo_root
+
+    mark = tmp_path / "alive.txt"   # outside the sandbox's writable places: the process can never write it
+    monkeypatch.setenv("T_COURSE", str(course))
+    monkeypatch.setenv("T_REPO", str(repo_root()))
+    monkeypatch.setenv("T_REALHOME", os.path.expanduser("~"))
+    monkeypatch.setenv("T_MARK", str(course / "autograded" / "alice" / "ch" / "alive.txt"))
+    t0 = time.perf_counter()
+    r = _run(course, CODE)
+    elapsed = time.perf_counter() - t0
+    assert r["solutions"] == [] and r["repo_solutions"] == [], r
+    assert r["other_students"] == ["alice"], "another student's folder is visible"
+    assert r["gradebook"] == "unreadable", r["gradebook"]
+    assert not r["write_grading"] and not r["write_real_profile"], r
+    assert r["write_own_dir"], "the submission's own folder must stay writable"
+    assert r["home"] != os.path.expanduser("~")
+    assert r["loopback"] == "ConnectionRefusedError" and r["outside"] == "OSError", r
+    assert r["torch"]
+    time.sleep(1.5)
+    alive = subprocess.run(["pgrep", "-f", str(course / "autograded" / "alice" / "ch" / "alive.txt")],
+                           capture_output=True, text=True).stdout
+    assert not alive.strip(), "a process started by the submission outlived its kernel"
+    assert not mark.exists()
+    assert elapsed < 30, f"a sandboxed kernel took {elapsed:.1f} s to start and run"
+
+
+def test_without_bubblewrap_autograding_refuses_unless_allowed(course, monkeypatch):
+    monkeypatch.setattr(sandbox, "probe", lambda: "bubblewrap is not installed (test)")
+    with pytest.raises(sandbox.SandboxUnavailable, match="refuses to run student code without a sandbox"):
+        _run(course, "print('{}')")
+    assert _run(course, "import os, json; print(json.dumps({'sandboxed': os.environ.get('LLM_COURSE_SANDBOXED')}))",
+                allow_unsandboxed=True) == {"sandboxed": "0"}
+
+
+def test_nbgrader_config_executes_submissions_in_the_sandbox():
+    from traitlets.config import Config, PyFileConfigLoader  # noqa: F401
+    from course_utils.paths import repo_root
+
+    text = (repo_root() / "nbgrader_config.py").read_text()
+    assert "SandboxedExecute," in text
+    ex = sandbox.SandboxedExecute()
+    assert ex.kernel_manager_class is sandbox.SandboxedKernelManager
