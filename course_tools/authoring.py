@@ -98,19 +98,29 @@ def execute(path: Path, timeout: int = 600, ci: bool = True) -> None:
 def build(chapter: str, run: bool = True, ci: bool = True, root: Path | None = None) -> Path:
     """Rebuild ``solutions/<chapter>`` from its script; execute it unless ``run`` is false.
 
-    Without ``run``, a cell keeps the outputs of the current notebook when its id, type and source
-    are unchanged (edits to prose or to a hidden test need no re-execution); other code cells get
-    no outputs.
+    Without ``run``, a code cell keeps the outputs of the current notebook when its source is
+    unchanged (matched by id, else by its unique source: inserting a cell renumbers the ids of
+    the unnamed cells after it), so edits to prose or to a hidden test need no re-execution;
+    other code cells get no outputs.
     """
     script, out = script_path(chapter, root), notebook_path(chapter, root)
     if not script.is_file():
         raise FileNotFoundError(f"{script} does not exist (chapter sources live in {SCRIPTS_DIR}/NN_name/NN_name.py)")
     nb = read_script(script)
     if not run and out.is_file():
-        old = {c["id"]: c for c in nbformat.read(out, as_version=4).cells}
+        before = [c for c in nbformat.read(out, as_version=4).cells if c.cell_type == "code"]
+        by_id = {c["id"]: c for c in before}
+        counts: dict[str, int] = {}
+        for c in before:
+            counts[c.source] = counts.get(c.source, 0) + 1
+        by_source = {c.source: c for c in before if counts[c.source] == 1}
         for cell in nb.cells:
-            prev = old.get(cell["id"])
-            if cell.cell_type == "code" and prev is not None and prev.cell_type == "code" and prev.source == cell.source:
+            if cell.cell_type != "code":
+                continue
+            prev = by_id.get(cell["id"])
+            if prev is None or prev.source != cell.source:  # ids by position shift when a cell is inserted
+                prev = by_source.get(cell.source)
+            if prev is not None and prev.source == cell.source:
                 cell.outputs, cell.execution_count = prev.outputs, prev.execution_count
     out.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, out)

@@ -193,3 +193,17 @@ def test_course_utils_has_no_import_cycle():
 
     for m in graph:
         visit(m, [])
+
+
+def test_build_without_running_keeps_outputs_when_a_cell_is_inserted(tmp_path):
+    root = _copy_chapter(tmp_path, "05_rope")
+    script = authoring.script_path("05_rope", root)
+    text = script.read_text(encoding="utf-8")
+    script.write_text(text.replace("# %% [markdown]", "# %% [markdown]\n# An inserted note.\n\n# %% [markdown]", 1),
+                      encoding="utf-8")
+    authoring.build("05_rope", run=False, root=root)
+    before = nbformat.read(authoring.notebook_path("05_rope", ROOT), as_version=4)
+    after = nbformat.read(authoring.notebook_path("05_rope", root), as_version=4)
+    assert len(after.cells) == len(before.cells) + 1
+    outs = lambda nb: [c.outputs for c in nb.cells if c.cell_type == "code"]  # noqa: E731
+    assert outs(after) == outs(before), "inserting a cell dropped the outputs of cells after it"

@@ -1315,7 +1315,8 @@ print("the same WITHOUT any mask:", torch.allclose(h_nomask[1, :n_short], h_alon
 # (`transformers` builds this additive bias for its eager attention; for SDPA it passes the boolean
 # mask instead, and its FlashAttention path removes the padding altogether. Same result, as just
 # checked.)
-#
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "written_vocab_tradeoff_question", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## 6. Reflect
 #
 # **Written question (3 points).** Answer both parts with numbers printed in this notebook.

@@ -926,7 +926,7 @@ print(f"({MODEL}) ||v_j W_O|| per key:", " ".join(f"{t}:{x:.2f}" for t, x in zip
 print(f"({MODEL}) weight A[teddy, j]   :", " ".join(f"{t}:{x:.2f}" for t, x in zip(tokens, A[TEDDY].tolist())))
 print(f"({MODEL}) share of contribution:", " ".join(f"{t}:{x:.2f}" for t, x in zip(tokens, contrib.tolist())))
 
-# %% [markdown]
+# %% [markdown] nbgrader={"grade": false, "grade_id": "written_meaning_question", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## 8. Reflect (written, 3 points)
 #
 # Attention heatmaps are often read as "what the model thinks is related to what". Using **at least

@@ -1274,7 +1274,8 @@ plt.show()
 # sequences and grows at least like $N^2$ once the $N\times N$ products dominate; when those matrices no longer fit in
 # the CPU cache, the textbook version can even grow faster than $N^2$ for a while, because it streams several
 # $N\times N$ matrices through main memory.
-#
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "written_q1_question", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## Reflect
 #
 # **Written question (3 points, manually graded).** Answer in a few sentences each, quoting numbers from **your**

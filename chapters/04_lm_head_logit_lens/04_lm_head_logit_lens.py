@@ -772,7 +772,7 @@ plt.show()
 # next-token distributions through this head, so a poor reading at layer $\ell$ does not prove that the
 # information is absent there (a learned probe, such as the "tuned lens", can sometimes decode more).
 
-# %% [markdown]
+# %% [markdown] nbgrader={"grade": false, "grade_id": "written_lens_question", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## 5. Reflect (written, 3 points)
 #
 # The seed says the logit lens shows which words a layer "thinks" should come next. Using **at least

@@ -865,7 +865,7 @@ ax.legend(fontsize=7)
 fig.tight_layout()
 plt.show()
 
-# %% [markdown]
+# %% [markdown] nbgrader={"grade": false, "grade_id": "written_consolidation_question", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## 10. Reflect
 #
 # **Written question (3 points).** The book's consolidation exercise asks: *how does the positional

@@ -756,7 +756,7 @@ print("\n".join(lines))
 # | Theorem 8 | $\partial p_i/\partial z_j = p_i(\delta_{ij}-p_j)$ | true (checked against autograd) |
 # | Corollary 4 | without scaling, gradients grow like $\exp(\|s\|)$ and explode | **false**: $\|J\| \le 1/2$ always; without scaling the softmax saturates and gradients **vanish** |
 
-# %% [markdown]
+# %% [markdown] nbgrader={"grade": false, "grade_id": "written_scaling_question", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## 6. Reflect (written answer, 3 points)
 #
 # A classmate summarises seed 002 as: *"Without the $1/\sqrt{d_k}$, attention gradients explode

@@ -927,7 +927,8 @@ for name, (loads, _) in results.items():
 # 168 with the soft book loss, and stays there from step 227 on in both runs (last printed lines);
 # the final MSE is about 7 times lower. The book loss printed at the end is the *hard-load* version — a
 # fine diagnostic, even if it cannot be trained on.
-#
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "written_q1_question", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## 9. Reflect (written, 2 points)
 #
 # The book (§3.8.5–§3.8.6) presents $P_{\text{active}} = k\cdot P$ and

@@ -711,11 +711,15 @@ if not GRADING:
     plt.tight_layout()
     plt.show()
 
-# %% [markdown] nbgrader={"grade": true, "grade_id": "written_part_a", "locked": false, "points": 1, "schema_version": 3, "solution": true, "task": false}
-# **Part A (1 pt).** A.1 Copy 2–3 lines of each of A1, A2, A3. A.2 Which run repeated most? Justify
-# from the text *and* from the distinct-2 numbers (printed next to each run and in the sweep).
-# A.3 Which run varied most in theme? Cite concrete text.
+# %% [markdown] nbgrader={"grade": false, "grade_id": "written_part_a_question", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# **Part A (1 pt) — temperature.** Use the runs A1, A2, A3 printed above (top_p = 0.9; temperature
+# 0.2, 0.7, 1.0) and the distinct-2 sweep. A.1 Copy 2–3 lines of each of A1, A2, A3. A.2 Which run
+# repeated most? Justify from the text *and* from the distinct-2 numbers (printed next to each run and
+# in the sweep). A.3 Which run varied most in theme? Cite concrete text.
 #
+# Write your answer in the cell below (graded by hand; quote outputs of *your* notebook).
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "written_part_a", "locked": false, "points": 1, "schema_version": 3, "solution": true, "task": false}
 # **Answer.** (model answer from the course's full-mode run, seed 0, SmolLM2 offline; yours must
 # quote your own outputs.) A.1 A1: "Transformers are models that can be used to optimize a system or
 # process. They can be applied to various fields…"; A2: "…incorporate existing data into a new model
@@ -729,11 +733,15 @@ if not GRADING:
 # temperature changes repetition only a little. A.3 A3 varies most in theme (from transformers to
 # automatons and "engines"); A1 stays on a generic "models in engineering, economics, medicine".
 
-# %% [markdown] nbgrader={"grade": true, "grade_id": "written_part_b", "locked": false, "points": 1, "schema_version": 3, "solution": true, "task": false}
-# **Part B (1 pt).** B.1 At which top-p was the model most repetitive? B.2 Copy exactly one sentence
-# or pattern that repeated or almost repeated. B.3 Relate it to cumulative probability mass (use the
-# numbers of section 2: when does top-p become greedy?).
+# %% [markdown] nbgrader={"grade": false, "grade_id": "written_part_b_question", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# **Part B (1 pt) — top-p.** Use the runs B1, B2, B3 printed above (temperature 0.7; top_p 0.3, 0.6,
+# 0.9) and the distinct-2 sweep. B.1 At which top-p was the model most repetitive? B.2 Copy exactly
+# one sentence or pattern that repeated or almost repeated. B.3 Relate it to cumulative probability
+# mass (use the numbers of section 2: when does top-p become greedy?).
 #
+# Write your answer in the cell below (graded by hand; quote outputs of *your* notebook).
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "written_part_b", "locked": false, "points": 1, "schema_version": 3, "solution": true, "task": false}
 # **Answer.** (full-mode run, seed 0.) B.1 In the printed runs p = 0.6 (B2) repeated most
 # (distinct-2 0.722, vs 0.835 for p = 0.3 and 0.886 for p = 0.9); over 12 samples the sweep puts
 # p = 0.3 lowest (mean 0.873, vs 0.896 and 0.940). B.2 B2: "a skilled architect, a musician, a
@@ -744,10 +752,15 @@ if not GRADING:
 # keeps three. The smaller p, the more steps are greedy, and greedy decoding of a continuation
 # model falls into loops like the one quoted (which a single sample at p = 0.6 happened to show).
 
-# %% [markdown] nbgrader={"grade": true, "grade_id": "written_part_c", "locked": false, "points": 1, "schema_version": 3, "solution": true, "task": false}
-# **Part C (1 pt).** C.1 Is the final answer correct in both cases (yes/no)? C.2 Copy an excerpt where
-# the model appears to reason. C.3 Does the shown reasoning guarantee correctness? Justify from the output.
+# %% [markdown] nbgrader={"grade": false, "grade_id": "written_part_c_question", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# **Part C (1 pt) — chain-of-thought, style vs correctness.** Use the runs C-P1 ("What is 27 + 58?")
+# and C-P2 ("Solve step by step: 27 + 58.") printed above. C.1 Is the final answer correct in both
+# cases (yes/no)? C.2 Copy an excerpt where the model appears to reason. C.3 Does the shown reasoning
+# guarantee correctness? Justify from the output.
 #
+# Write your answer in the cell below (graded by hand; quote outputs of *your* notebook).
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "written_part_c", "locked": false, "points": 1, "schema_version": 3, "solution": true, "task": false}
 # **Answer.** (full-mode run, seed 0.) C.1 No, in both cases: "What is 27 + 58?" gave "The answer
 # is 98. This is the result of the division of 27 by 58."; "Solve step by step" turned the prompt
 # into "27 + 58.12 + 27(10.01) + 100.12 …" and never gave 85. C.2 "This is an expression for a
@@ -756,11 +769,14 @@ if not GRADING:
 # style of the text (Book §4.13), not its correctness; the "reasoning" above is fluent and wrong,
 # and only checking the printed number against 27 + 58 = 85 tells.
 
-# %% [markdown] nbgrader={"grade": true, "grade_id": "written_part_d", "locked": false, "points": 1, "schema_version": 3, "solution": true, "task": false}
+# %% [markdown] nbgrader={"grade": false, "grade_id": "written_part_d_question", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # **Part D (1 pt).** The book shows: "Transformers are models that are not part of the game. The
 # following is a list of all the models that are not part of the game..." D.1 Which parameter would you
 # change first? D.2 Increase or decrease? D.3 Justify from Parts A–B and the sweep.
 #
+# Write your answer in the cell below (graded by hand).
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "written_part_d", "locked": false, "points": 1, "schema_version": 3, "solution": true, "task": false}
 # **Answer.** top-p, increased (e.g. 0.3 → 0.9). The book's companion notebook shows that this exact
 # text came from top_p = 0.3, τ = 0.7. In the sweep, distinct-2 rises from B1 (p = 0.3) to B3 (p = 0.9)
 # at fixed τ, because a larger nucleus lets more than the top token into the draw. Raising τ instead
@@ -840,11 +856,15 @@ if bench:
 # little — measured on an H100: 0.67 s vs 0.63 s for 120 tokens at prompt 8 (no gain), 0.66 s vs 0.94 s
 # at prompt 768. The book's "the gain grows with context" holds; its 1.17 vs 1.21 s cannot show it.
 
-# %% [markdown] nbgrader={"grade": true, "grade_id": "written_kv", "locked": false, "points": 1, "schema_version": 3, "solution": true, "task": false}
-# **Question (1 pt).** Quote from your benchmark table the speed-up at the shortest and the longest
-# prompt. Why does the gap grow with the prompt length? Why is the book's 1.1692 s vs 1.2143 s no
-# evidence for or against the cache, and why can a GPU show almost no gain for GPT-2 small?
+# %% [markdown] nbgrader={"grade": false, "grade_id": "written_kv_question", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# **Question (1 pt) — KV cache.** Quote from your benchmark table (section 7, above) the speed-up at
+# the shortest and the longest prompt. Why does the gap grow with the prompt length? Why is the book's
+# 1.1692 s vs 1.2143 s no evidence for or against the cache, and why can a GPU show almost no gain for
+# GPT-2 small?
 #
+# Write your answer in the cell below (graded by hand; quote outputs of *your* notebook).
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "written_kv", "locked": false, "points": 1, "schema_version": 3, "solution": true, "task": false}
 # **Answer.** Full mode on 2 CPU cores, 32 new tokens: 2.0× at an 8-token prompt and ≈ 7× at 256 (CI
 # mode, 8 new tokens, prints a smaller gap: the prefill is a larger share of a short run); it grows with the prompt because without the cache every step
 # re-processes all $L + t$ tokens (cost ∝ $L$ per step) while with it a step costs one token plus

@@ -798,7 +798,7 @@ print("Amostras brutas:", book_samples)
 print("normalizadas:", [normalize_label(s) for s in book_samples])
 print("VOTO FINAL (self-consistency):", majority_vote([normalize_label(s) for s in book_samples]))
 
-# %% [markdown]
+# %% [markdown] nbgrader={"grade": false, "grade_id": "written_q1_question", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## 11. Reflect (written, graded by hand)
 #
 # **Question (3 pts).** Using the numbers **this notebook printed** (section 9's table and

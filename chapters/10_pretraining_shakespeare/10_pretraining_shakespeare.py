@@ -881,7 +881,8 @@ plt.show()
 # going below the bigram line: every position can read up to 15 previous characters, which is what
 # words, names and metre need. Attention, in other words, is the only component of this model that
 # uses context.
-#
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "written_q1_question", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## 8. Reflect (written, 2 points)
 #
 # Using the numbers printed in this notebook: (a) how far is the model without attention from

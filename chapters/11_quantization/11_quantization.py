@@ -809,7 +809,7 @@ else:
         print(f"{name:32s} {1e6 * t:9.1f} us per token   ({t / base:5.2f}x the fp32 time)")
     print(f"book (GPT-2 generation): INT4 / FP32 = {1.06 / 0.64:.2f}x   | design notes (H100, SmolLM2): fp32 / NF4 = {48 / 27:.2f}x, fp32 / int8 = {48 / 11:.2f}x")
 
-# %% [markdown]
+# %% [markdown] nbgrader={"grade": false, "grade_id": "written_q1_question", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## 8. Reflect (written, 2 points)
 #
 # Using numbers printed **in this notebook** (cite them):

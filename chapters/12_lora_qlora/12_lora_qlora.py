@@ -723,7 +723,8 @@ if not SKIP_RUNS:
 # dataset has no responses, padding is trained, `get_peft_model` mutates the "base" used as
 # reference, and nothing is measured. With responses, a masked loss, fresh models and a style
 # classifier, "the style changed" becomes a number you can compare across methods.
-#
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "written_q1_question", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ### Written question (2 points)
 # Using the numbers this notebook printed (the results table and the generations): (a) what
 # share of the parameters did LoRA train, and how does its training-state memory compare with

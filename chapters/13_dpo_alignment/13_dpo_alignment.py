@@ -725,7 +725,8 @@ for n in (1, 3, 8, 13):
 # Small $n$ flags ordinary shared vocabulary (the clean text shares many unigrams); large $n$
 # only fires on copied passages, but a light paraphrase ("A train" → "Practice: a train") or a
 # reformatted answer slips past it. Overlap is evidence of contamination, not proof of its absence.
-#
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "written_reflection_question", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## 8. Reflect
 #
 # **Written question (3 points).** Using the numbers this notebook printed (name them): (a) after
