@@ -78,18 +78,19 @@ def bwrap_args(workdir: Path, sockdir: Path, home: Path, course_roots: list[Path
     """The bubblewrap command line (without the kernel command) for one submission's kernel."""
     args = ["bwrap", "--die-with-parent", "--new-session", "--unshare-net", "--unshare-pid", "--unshare-ipc",
             "--unshare-uts", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    # The grader's home (its IPython profile, credentials...) and /tmp are replaced by empty tmpfs
+    # folders; what the kernel needs from them (the virtual environment, the course checkout, the
+    # model caches: a CI clone often lives in /tmp) comes back read-only.
     real_home = Path(os.path.expanduser("~")).resolve()
-    if real_home != Path("/"):
-        # The grader's home (its IPython profile, credentials...) is replaced by an empty tmpfs;
-        # what the kernel needs from it comes back read-only.
-        args += ["--tmpfs", str(real_home)]
-        keep = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), Path(sys.executable).resolve().parent.parent,
-                repo_root(), cache_dir().resolve(), *course_roots}
-        hf = os.environ.get("HF_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME", str(real_home / ".cache")), "huggingface")
-        keep.add(Path(hf).resolve())
-        for p in sorted(keep, key=lambda q: len(q.parts)):
-            if _under(p, real_home) and p != real_home and p.exists():
-                args += ["--ro-bind", str(p), str(p)]
+    masked = [Path("/tmp")] + ([real_home] if real_home not in (Path("/"), Path("/tmp")) else [])
+    for m in masked[1:]:
+        args += ["--tmpfs", str(m)]
+    hf = os.environ.get("HF_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME", str(real_home / ".cache")), "huggingface")
+    keep = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), Path(sys.executable).resolve().parent.parent,
+            repo_root(), cache_dir().resolve(), Path(hf).resolve(), *course_roots}
+    for p in sorted(keep, key=lambda q: len(q.parts)):
+        if p.exists() and any(_under(p, m) and p != m for m in masked):
+            args += ["--ro-bind", str(p), str(p)]
     for root in course_roots:
         for name in PRIVATE_DIRS:
             d = root / name
