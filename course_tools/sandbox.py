@@ -91,16 +91,9 @@ def bwrap_args(workdir: Path, sockdir: Path, home: Path, course_roots: list[Path
     for p in sorted(keep, key=lambda q: len(q.parts)):
         if p.exists() and any(_under(p, m) and p != m for m in masked):
             args += ["--ro-bind", str(p), str(p)]
-    for root in course_roots:
-        for name in PRIVATE_DIRS:
-            d = root / name
-            if d.is_dir():  # the submission's own folder (autograded/<student>/...) is bound back below
-                args += ["--tmpfs", str(d)]
-        for name in PRIVATE_FILES:
-            f = root / name
-            if f.exists():
-                args += ["--ro-bind", "/dev/null", str(f)]
-    for q in extra_private or []:
+    # the submission's own folder (autograded/<student>/...) is bound back below
+    private = [root / name for root in course_roots for name in (*PRIVATE_DIRS, *PRIVATE_FILES)]
+    for q in private + list(extra_private or []):
         if q.is_dir():
             args += ["--tmpfs", str(q)]
         elif q.exists():

@@ -66,8 +66,6 @@ def course(tmp_path):
 
 
 def _run(course: Path, code: str, **traits) -> dict:
-    from jupyter_client.asynchronous import AsyncKernelClient  # noqa: F401  (import check)
-
     async def main():
         km = sandbox.SandboxedKernelManager(kernel_name="python3", course_root=str(course), **traits)
         await km.start_kernel(cwd=str(course / "autograded" / "alice" / "ch"))
@@ -87,10 +85,9 @@ def _run(course: Path, code: str, **traits) -> dict:
 
 
 @pytest.mark.skipif(sandbox.probe() is not None, reason=f"no bubblewrap here: {sandbox.probe()}")
-def test_a_sandboxed_kernel_cannot_reach_what_grades(course, tmp_path, monkeypatch):
+def test_a_sandboxed_kernel_cannot_reach_what_grades(course, monkeypatch):
     from course_utils.paths import repo_root
 
-    mark = tmp_path / "alive.txt"   # outside the sandbox's writable places: the process can never write it
     monkeypatch.setenv("T_COURSE", str(course))
     monkeypatch.setenv("T_REPO", str(repo_root()))
     monkeypatch.setenv("T_REALHOME", os.path.expanduser("~"))
@@ -110,7 +107,6 @@ def test_a_sandboxed_kernel_cannot_reach_what_grades(course, tmp_path, monkeypat
     alive = subprocess.run(["pgrep", "-f", str(course / "autograded" / "alice" / "ch" / "alive.txt")],
                            capture_output=True, text=True).stdout
     assert not alive.strip(), "a process started by the submission outlived its kernel"
-    assert not mark.exists()
     assert elapsed < 30, f"a sandboxed kernel took {elapsed:.1f} s to start and run"
 
 
@@ -123,7 +119,6 @@ def test_without_bubblewrap_autograding_refuses_unless_allowed(course, monkeypat
 
 
 def test_nbgrader_config_executes_submissions_in_the_sandbox():
-    from traitlets.config import Config, PyFileConfigLoader  # noqa: F401
     from course_utils.paths import repo_root
 
     text = (repo_root() / "nbgrader_config.py").read_text()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import os
 import shutil
 import subprocess
 import sys
@@ -31,9 +32,8 @@ def test_every_chapter_has_a_script_and_nothing_else_is_in_chapters():
     assert CHAPTERS, "no chapters found"
     for ch in CHAPTERS:
         assert authoring.script_path(ch, ROOT).is_file(), f"chapters/{ch}/{ch}.py is missing"
-    extra = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "chapters").rglob("*")
-                   if p.is_file() and p.parent.name not in CHAPTERS and "__pycache__" not in p.parts
-                   or p.is_file() and p.suffix != ".py" and "__pycache__" not in p.parts)
+    files = [p for p in (ROOT / "chapters").rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+    extra = sorted(str(p.relative_to(ROOT)) for p in files if p != authoring.script_path(p.parent.name, ROOT))
     assert not extra, f"chapters/ holds files that are not chapter scripts: {extra}"
 
 
@@ -99,16 +99,10 @@ def test_nbgrader_never_releases_a_script(tmp_path):
     (root / "solutions" / "05_rope" / "notes.md").write_text("answers\n")
     res = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", "05_rope", "--no-db", "--force",
                           f"--CourseDirectory.root={root}", "--log-level=WARN"],
-                         cwd=root, capture_output=True, text=True, env={**_env(), "LLM_COURSE_NBGRADER_ROOT": str(root)})
+                         cwd=root, capture_output=True, text=True, env={**os.environ, "LLM_COURSE_NBGRADER_ROOT": str(root)})
     assert res.returncode == 0, res.stderr
     released = sorted(p.name for p in (root / "notebooks" / "05_rope").iterdir())
     assert released == ["05_rope.ipynb"], f"nbgrader released {released}"
-
-
-def _env() -> dict:
-    import os
-
-    return dict(os.environ)
 
 
 def test_student_notebooks_hold_only_notebooks():
@@ -131,10 +125,10 @@ def test_jupytext_pairs_only_the_solution_notebooks():
 
 # --- the package split ----------------------------------------------------------------------
 
-def _imports(path: Path, package: str) -> set[str]:
-    """Every module a file imports, anywhere in it (lazy imports inside functions included)."""
+def _imports(source: str, package: str = "") -> set[str]:
+    """Every module a source imports, anywhere in it (lazy imports inside functions included)."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -149,7 +143,7 @@ def _imports(path: Path, package: str) -> set[str]:
 
 def test_course_utils_never_imports_the_instructor_side():
     for f in sorted((ROOT / "course_utils").glob("*.py")):
-        bad = sorted(m for m in _imports(f, "course_utils") if m.split(".")[0] == "course_tools")
+        bad = sorted(m for m in _imports(f.read_text(encoding="utf-8"), "course_utils") if m.split(".")[0] == "course_tools")
         assert not bad, f"course_utils/{f.name} imports {bad}: notebooks' helpers must not depend on course_tools"
 
 
@@ -160,23 +154,13 @@ def test_chapters_import_only_course_utils():
             if cell.cell_type != "code":
                 continue
             src = "\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!")))
-            bad = [m for m in _imports_src(src) if m.split(".")[0] == "course_tools"]
+            bad = [m for m in _imports(src) if m.split(".")[0] == "course_tools"]
             assert not bad, f"{ch} cell {cell['id']} imports {bad}: notebooks import course_utils only"
-
-
-def _imports_src(src: str) -> set[str]:
-    out: set[str] = set()
-    for node in ast.walk(ast.parse(src)):
-        if isinstance(node, ast.Import):
-            out.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            out.add(node.module)
-    return out
 
 
 def test_course_utils_has_no_import_cycle():
     mods = {f.stem: f for f in (ROOT / "course_utils").glob("*.py") if f.stem != "__init__"}
-    graph = {m: sorted({i.split(".")[1] for i in _imports(f, "course_utils")
+    graph = {m: sorted({i.split(".")[1] for i in _imports(f.read_text(encoding="utf-8"), "course_utils")
                         if i.startswith("course_utils.") and i.split(".")[1] in mods and i.split(".")[1] != m})
              for m, f in mods.items()}
     seen: dict[str, int] = {}
