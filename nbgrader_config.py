@@ -30,6 +30,8 @@ from course_tools.nbgrader_ext import (  # noqa: E402
     ResolveDuplicateCells,
     StderrToStdout,
     StripExecutionTags,
+    StripReferenceBlocks,
+    VerifyRecords,
 )
 
 c = get_config()  # noqa: F821  (provided by traitlets when nbgrader loads this file)
@@ -64,6 +66,7 @@ c.Autograde.sanitize_preprocessors = [
     DeduplicateIds,
     OverwriteKernelspec,
     OverwriteCells,
+    StripReferenceBlocks,
     StripExecutionTags,
     FlagKernelHooks,
     AppendIntegrityCheck,
@@ -74,6 +77,7 @@ c.Autograde.sanitize_preprocessors = [
 # bubblewrap, autograding refuses (--SandboxedKernelManager.allow_unsandboxed=True overrides).
 c.Autograde.autograde_preprocessors = [
     SandboxedExecute,
+    VerifyRecords,
     RequireIntegrityCheck,
     StderrToStdout,
     IgnorePattern,

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from course_utils.paths import repo_root
+from course_utils.paths import cache_dir, repo_root
 
 # IPython startup file of the grading kernels: a library that writes a warning to stderr after
 # every cell (stock nbgrader would give 0 to a correct test cell for that).
@@ -170,6 +170,9 @@ def autograde_submissions(course: Path, source_folder: Path, chapter: str,
     env = dict(os.environ, LLM_COURSE_NBGRADER_ROOT=str(course), IPYTHONDIR=str(course / "ipython"),
                PATH=scripts + os.pathsep + os.environ.get("PATH", ""), LLM_COURSE_SANDBOX_STARTUP=str(startup))
     env.setdefault("LLM_COURSE_CI", "1")
+    # reference records of the instructor's notebooks, shared by every round trip of this machine
+    # (keyed by the notebook, the course code and the library versions; hidden from submissions)
+    env.setdefault("LLM_COURSE_REFERENCES", str(cache_dir() / "references"))
     cfg = [f"--CourseDirectory.root={course}", "--log-level=WARN",
            # The other pytest worker starts kernels too: a failed kernel start (a TCP port
            # taken between jupyter_client's pick and the kernel's bind) is retried, and on

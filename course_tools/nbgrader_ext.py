@@ -34,8 +34,11 @@ After execution:
 from __future__ import annotations
 
 import ast
+import json
+import os
 import re
 import secrets
+from pathlib import Path
 from typing import Any
 
 from nbgrader.preprocessors import NbGraderPreprocessor
@@ -315,3 +318,72 @@ class StderrToStdout(NbGraderPreprocessor):
                 if out.get("output_type") == "stream" and out.get("name") == "stderr":
                     out["name"] = "stdout"
         return cell, resources
+
+
+class StripReferenceBlocks(NbGraderPreprocessor):
+    """Remove the hidden tests' reference blocks before a submission runs (sanitising step).
+
+    Runs after ``OverwriteCells`` has restored the test cells from the instructor's source: what
+    the reference blocks compute (library values, closed forms) never enters a student's kernel.
+    """
+
+    def preprocess_cell(self, cell: NotebookNode, resources: Any, index: int) -> tuple[NotebookNode, Any]:
+        if _is_test_cell(cell):
+            from course_tools.references import strip_reference_blocks
+
+            cell.source = strip_reference_blocks(cell.source)
+        return cell, resources
+
+
+class VerifyRecords(NbGraderPreprocessor):
+    """Decide every autograded test cell outside the student's kernel (autograding step).
+
+    The hidden tests recorded what the student's functions returned (``course_utils/records.py``).
+    This preprocessor, in nbgrader's process, gets the reference records of the assignment's source
+    notebook (executed once in a kernel of its own, cached: ``course_tools/references.py``),
+    compares them with the submission's, removes the record outputs, and gives the cell an error
+    output naming what differs (nbgrader then scores it 0) or a one-line summary when everything
+    matches. Nothing that came out of the student's kernel is executed: records are parsed as data.
+    """
+
+    def preprocess(self, nb: NotebookNode, resources: Any) -> tuple[NotebookNode, Any]:
+        from course_utils.records import MIME, RecordError, verify_cell
+
+        refs = self._references(resources)
+        for cell in nb.cells:
+            if not _is_test_cell(cell):
+                continue
+            gid = _meta(cell).get("grade_id")
+            kept, recs = [], []
+            for out in cell.get("outputs", []):
+                data = out.get("data", {}) if isinstance(out.get("data"), dict) else {}
+                if out.get("output_type") in ("display_data", "execute_result", "update_display_data") and MIME in data:
+                    recs.append(json.loads(json.dumps(data[MIME])))   # plain JSON data, nothing else
+                else:
+                    kept.append(out)
+            try:
+                problems, n = verify_cell(recs, refs[gid])
+            except (KeyError, RecordError) as exc:
+                raise RuntimeError(f"no usable reference records for test cell {gid}: {exc}") from exc
+            if problems:
+                msg = (f"{len(problems)} hidden check(s) failed (decided by the autograder outside your kernel):\n- "
+                       + "\n- ".join(p[:600] for p in problems[:8]))
+                kept.append(from_dict({"output_type": "error", "ename": "HiddenTestFailed", "evalue": msg,
+                                       "traceback": ["HiddenTestFailed: " + msg]}))
+            else:
+                kept.append(from_dict({"output_type": "stream", "name": "stdout",
+                                       "text": f"[autograder] {n} hidden values checked outside your kernel: all match\n"}))
+            cell["outputs"] = kept
+        return nb, resources
+
+    def _references(self, resources: Any) -> dict[str, list[Any]]:
+        from nbgrader.coursedir import CourseDirectory
+
+        from course_tools.references import reference_records
+
+        info = resources.get("nbgrader", {})
+        coursedir = CourseDirectory(config=self.config)
+        folder = Path(coursedir.format_path(coursedir.source_directory, ".", info["assignment"]))
+        source = folder / f"{info['notebook']}.ipynb"
+        return reference_records(source, Path(coursedir.root), config=self.config, log=self.log,
+                                 timeout=int(os.environ.get("LLM_COURSE_CELL_TIMEOUT", "300")) * 4)

@@ -37,9 +37,11 @@ from nbgrader.preprocessors import Execute
 from traitlets import Bool, List, Type, Unicode
 
 from course_utils.paths import cache_dir, repo_root
+from course_utils.records import RECORD_ENV
 
 # Folders of a course root that hold answers, hidden tests or other students' work.
-PRIVATE_DIRS = ("solutions", "chapters", "tests", "submitted", "autograded", "feedback", "source", "release")
+PRIVATE_DIRS = ("solutions", "chapters", "tests", "submitted", "autograded", "feedback", "source", "release",
+                ".llm-course")  # the last: the reference records (course_tools/references.py)
 PRIVATE_FILES = ("gradebook.db",)
 # Instructor-side hook for tests: every file of this folder becomes an IPython startup file of
 # the sandboxed kernel (tests/test_integrity.py uses it to make a library write to stderr).
@@ -93,7 +95,12 @@ def bwrap_args(workdir: Path, sockdir: Path, home: Path, course_roots: list[Path
             args += ["--ro-bind", str(p), str(p)]
     # the submission's own folder (autograded/<student>/...) is bound back below
     private = [root / name for root in course_roots for name in (*PRIVATE_DIRS, *PRIVATE_FILES)]
-    for q in private + list(extra_private or []):
+    refs = os.environ.get("LLM_COURSE_REFERENCES")  # a reference cache kept elsewhere (tests share one)
+    extra = list(extra_private or []) + ([Path(refs).resolve()] if refs else [])
+    # folders the grader writes later must exist now, or the read-only view of / would show them
+    for q in [root / ".llm-course" for root in course_roots] + extra[len(extra_private or []):]:
+        q.mkdir(parents=True, exist_ok=True)
+    for q in private + extra:
         if q.is_dir():
             args += ["--tmpfs", str(q)]
         elif q.exists():
@@ -160,6 +167,7 @@ class SandboxedKernelManager(AsyncKernelManager):
                    JUPYTER_RUNTIME_DIR=str(home / ".runtime"),
                    LLM_COURSE_SANDBOXED="0" if self._unsandboxed else "1")
         env.pop("LLM_COURSE_NBGRADER_ROOT", None)
+        env[RECORD_ENV] = "1"   # hidden tests write their records as outputs (course_utils/records.py)
         # model caches keep their real locations (read-only inside the sandbox)
         env.setdefault("LLM_COURSE_CACHE", str(cache_dir().resolve()))
         env.setdefault("HF_HOME", os.environ.get("HF_HOME") or os.path.join(

@@ -194,41 +194,43 @@ check_close("norms after rotate_2d (a rotation preserves the norm)", _rb.norm(di
 check_close("row 0 of the batched call vs rotate_2d([3, 4], 0.1) alone (pair i must be turned by angle i)",
             _rb[0], rotate_2d(_xb[0], 0.1), atol=1e-6)
 ### BEGIN HIDDEN TESTS
-from course_utils.grading import assert_untampered
-assert_untampered()
-check_true(rotate_2d.__module__ == "__main__", "rotate_2d must be defined in this notebook.")
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import outcome, record
+record("module of rotate_2d (it must be defined in this notebook)", rotate_2d.__module__)
 _g = torch.Generator().manual_seed(11)
 _x = torch.randn(5, 7, 2, generator=_g, dtype=torch.float64)
 _t = 20 * torch.rand(5, 7, generator=_g, dtype=torch.float64) - 10
-_x_before = _x.clone()
-_ref = torch.view_as_real(torch.view_as_complex(_x.contiguous()) * torch.polar(torch.ones_like(_t), _t))
 _out = rotate_2d(_x, _t)
-check_true(torch.equal(_x, _x_before), "rotate_2d must not modify its input in place.")
-check_true(_out.dtype == torch.float64, f"rotate_2d must keep the dtype of x, got {_out.dtype}.")
-check_close("rotate_2d on a (5, 7, 2) batch with one angle per pair", _out, _ref, atol=1e-6)
+record("x after rotate_2d(x, theta) (x must not be modified in place)", _x)
+record("rotate_2d on a (5, 7, 2) batch with one angle per pair", _out, atol=1e-6)
 _t0 = torch.tensor(1.25, dtype=torch.float64)
-check_close("rotate_2d with a 0-d tensor angle", rotate_2d(_x, _t0),
-            torch.view_as_real(torch.view_as_complex(_x.contiguous()) * torch.polar(torch.ones_like(_t0), _t0)), atol=1e-6)
+record("rotate_2d with a 0-d tensor angle", rotate_2d(_x, _t0), atol=1e-6)
 _tcol = torch.tensor([[0.5], [1.0], [-2.0], [3.0], [0.0]], dtype=torch.float64)   # broadcast over axis 1
-check_close("rotate_2d with angles of shape (5, 1) broadcast over (5, 7)", rotate_2d(_x, _tcol),
-            torch.view_as_real(torch.view_as_complex(_x.contiguous()) * torch.polar(torch.ones_like(_tcol), _tcol)), atol=1e-6)
-check_close("rotate_2d(rotate_2d(x, a), b) == rotate_2d(x, a + b)",
-            rotate_2d(rotate_2d(_x, 0.7), -2.1), rotate_2d(_x, -1.4), atol=1e-6)
-_x32 = _x.float()
-_o32 = rotate_2d(_x32, 0.4)
-check_true(_o32.dtype == torch.float32, f"rotate_2d must keep float32 inputs in float32, got {_o32.dtype}.")
-check_close("rotate_2d in float32", _o32, rotate_2d(_x, 0.4), atol=1e-5)
+record("rotate_2d with angles of shape (5, 1) broadcast over (5, 7)", rotate_2d(_x, _tcol), atol=1e-6)
+record("rotate_2d(rotate_2d(x, 0.7), -2.1)", rotate_2d(rotate_2d(_x, 0.7), -2.1), atol=1e-6)
+record("rotate_2d in float32", rotate_2d(_x.float(), 0.4), atol=1e-5)
 # the dtype of x wins over the dtype of theta (mixed-dtype arguments), also in half precision
+_half = {}
 for _dt, _tol in ((torch.float32, 1e-5), (torch.float16, 5e-3), (torch.bfloat16, 3e-2)):
     _xl = _x.to(_dt)
-    _xl_before = _xl.clone()
-    _ol = rotate_2d(_xl, _t)                                   # theta: float64 tensor of shape (5, 7)
-    check_true(_ol.dtype == _dt, f"rotate_2d(x in {_dt}, theta in float64) must return {_dt} (the dtype of x), "
-               f"got {_ol.dtype}.")
-    check_true(torch.equal(_xl, _xl_before), f"rotate_2d must not modify its input in place ({_dt}).")
-    check_close(f"rotate_2d in {_dt} with float64 angles", _ol, rotate_2d(_xl.to(torch.float64), _t),
-                atol=_tol * 8, rtol=_tol)
-del _xl, _xl_before, _ol
+    _half[_dt] = rotate_2d(_xl, _t)                            # theta: float64 tensor of shape (5, 7)
+    record(f"x in {_dt} after rotate_2d (not modified in place)", _xl)
+    record(f"rotate_2d(x in {_dt}, theta in float64): a {_dt} result", _half[_dt], atol=_tol * 8, rtol=_tol)
+### BEGIN REFERENCE
+from course_utils.grading import check_close, expect
+def _complex_rotation(x, t):
+    return torch.view_as_real(torch.view_as_complex(x.contiguous()) * torch.polar(torch.ones_like(t), t))
+
+
+expect("rotate_2d on a (5, 7, 2) batch with one angle per pair", _complex_rotation(_x, _t), atol=1e-6)
+expect("rotate_2d with a 0-d tensor angle", _complex_rotation(_x, _t0), atol=1e-6)
+expect("rotate_2d with angles of shape (5, 1) broadcast over (5, 7)", _complex_rotation(_x, _tcol), atol=1e-6)
+expect("rotate_2d(rotate_2d(x, 0.7), -2.1)", _complex_rotation(_x, torch.tensor(-1.4, dtype=torch.float64)), atol=1e-6)
+expect("rotate_2d in float32", _complex_rotation(_x, torch.tensor(0.4, dtype=torch.float64)).float(), atol=1e-5)
+for _dt, _tol in ((torch.float32, 1e-5), (torch.float16, 5e-3), (torch.bfloat16, 3e-2)):
+    expect(f"rotate_2d(x in {_dt}, theta in float64): a {_dt} result",
+           _complex_rotation(_x.to(_dt).double(), _t).to(_dt), atol=_tol * 8, rtol=_tol)
+### END REFERENCE
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -362,33 +364,9 @@ except ValueError:
     _raised = True
 check_true(_raised, "rope_apply must raise ValueError when the last dimension is odd (d = 5).")
 ### BEGIN HIDDEN TESTS
-from course_utils.grading import assert_untampered
-assert_untampered()
-check_true(rope_apply.__module__ == "__main__", "rope_apply must be defined in this notebook.")
-from transformers import LlamaConfig
-from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
-
-
-def _lib_interleaved(x, pos, base):
-    """transformers' RoPE, applied in the book's layout through the even/odd permutation."""
-    d, seq = x.shape[-1], x.shape[-2]
-    perm = torch.cat([torch.arange(0, d, 2), torch.arange(1, d, 2)])
-    cfg = LlamaConfig(hidden_size=d, num_attention_heads=1, head_dim=d,
-                      rope_parameters={"rope_type": "default", "rope_theta": base})
-    cos, sin = LlamaRotaryEmbedding(cfg)(x, pos[None])
-    xh = x[..., perm].reshape(-1, 1, seq, d)
-    y, _ = apply_rotary_pos_emb(xh, xh, cos, sin)
-    return y.reshape(x.shape)[..., torch.argsort(perm)]
-
-
-def _complex_ref(x, pos, base):
-    d = x.shape[-1]
-    w = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
-    z = torch.view_as_complex(x.to(torch.float64).reshape(*x.shape[:-1], d // 2, 2).contiguous())
-    ang = pos.to(torch.float64)[:, None] * w
-    return torch.view_as_real(z * torch.polar(torch.ones_like(ang), ang)).reshape(x.shape)
-
-
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import outcome, record
+record("module of rope_apply (it must be defined in this notebook)", rope_apply.__module__)
 _g = torch.Generator().manual_seed(5)
 _cases = [
     ((2, 3, 5, 8), torch.tensor([3, 10, 11, 50, 7]), 10000.0, torch.float32),      # (batch, heads, seq, d), scattered positions
@@ -424,26 +402,50 @@ with switched_off(*_rope_paths, functions=[rope_apply], no_imports=["transformer
                        "(apply_rotary_pos_emb, rotate_half, ...RotaryEmbedding, or an import from transformers)."):
     _outs = []
     for _x, (_shape, _pos, _base, _dt) in zip(_xs, _cases):
-        _x_before = _x.clone()
         _outs.append(rope_apply(_x, _pos, base=_base))
-        check_true(torch.equal(_x, _x_before), "rope_apply must not modify its input in place.")
+        record(f"x after rope_apply on shape {_shape} (not modified in place)", _x)
+# 1e-4: angles computed in float32 (as in the book's code and in transformers) are accepted;
+# in half precision, the rounding of the result to x's dtype
+_tols = {torch.bfloat16: 3e-2, torch.float16: 4e-3}
+for _x, _out, (_shape, _pos, _base, _dt) in zip(_xs, _outs, _cases):
+    _tol = _tols.get(_dt, 1e-4)
+    record(f"rope_apply on shape {_shape}, positions {_pos.tolist()}, base {_base:g}", _out, atol=_tol, rtol=_tol)
+record("rope_apply with d = 7", outcome(rope_apply, torch.zeros(1, 3, 7, dtype=torch.float64), torch.arange(3)))
+### BEGIN REFERENCE
+from course_utils.grading import check_close, expect
+from transformers import LlamaConfig
+from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
+
+
+def _lib_interleaved(x, pos, base):
+    """transformers' RoPE, applied in the book's layout through the even/odd permutation."""
+    d, seq = x.shape[-1], x.shape[-2]
+    perm = torch.cat([torch.arange(0, d, 2), torch.arange(1, d, 2)])
+    cfg = LlamaConfig(hidden_size=d, num_attention_heads=1, head_dim=d,
+                      rope_parameters={"rope_type": "default", "rope_theta": base})
+    cos, sin = LlamaRotaryEmbedding(cfg)(x, pos[None])
+    xh = x[..., perm].reshape(-1, 1, seq, d)
+    y, _ = apply_rotary_pos_emb(xh, xh, cos, sin)
+    return y.reshape(x.shape)[..., torch.argsort(perm)]
+
+
+def _complex_ref(x, pos, base):
+    d = x.shape[-1]
+    w = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    z = torch.view_as_complex(x.to(torch.float64).reshape(*x.shape[:-1], d // 2, 2).contiguous())
+    ang = pos.to(torch.float64)[:, None] * w
+    return torch.view_as_real(z * torch.polar(torch.ones_like(ang), ang)).reshape(x.shape)
+
+
 for _x, _out, (_shape, _pos, _base, _dt) in zip(_xs, _outs, _cases):
     _what = f"rope_apply on shape {_shape}, positions {_pos.tolist()}, base {_base:g}"
-    check_true(isinstance(_out, torch.Tensor) and _out.dtype == _dt, f"{_what}: must return a tensor of dtype {_dt}.")
-    check_shape(_what, _out, _shape)
-    # 1e-4: angles computed in float32 (as in the book's code and in transformers) are accepted;
-    # in half precision, the rounding of the result to x's dtype
-    _tol = {torch.bfloat16: 3e-2, torch.float16: 4e-3}.get(_dt, 1e-4)
-    check_close(_what + " (vs an independent complex-number reference)", _out, _complex_ref(_x, _pos, _base),
-                atol=_tol, rtol=_tol)
-    if _dt in (torch.float32, torch.float64):
-        check_close(_what + " (vs transformers' RoPE with the pairs re-ordered)", _out, _lib_interleaved(_x, _pos, _base), atol=1e-4)
-try:
-    rope_apply(torch.zeros(1, 3, 7, dtype=torch.float64), torch.arange(3))
-    _raised = False
-except ValueError:
-    _raised = True
-check_true(_raised, "rope_apply must raise ValueError for d = 7.")
+    _tol = _tols.get(_dt, 1e-4)
+    expect(_what, _complex_ref(_x, _pos, _base).to(_dt), atol=_tol, rtol=_tol)
+    if _dt in (torch.float32, torch.float64):    # the solution also agrees with transformers' RoPE
+        check_close(_what + " (vs transformers' RoPE with the pairs re-ordered)", _out, _lib_interleaved(_x, _pos, _base),
+                    atol=1e-4)
+expect("rope_apply with d = 7", "raises ValueError")
+### END REFERENCE
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -706,11 +708,15 @@ _expected = torch.remainder(_pos[:, None] * _omega + math.pi, 2 * math.pi) - mat
 check_close("angle (radians, in (-pi, pi]) by which the library turned book pair j (rows: positions 0,1,2,5,9; "
             "columns: j); a mismatch means pair j went to the wrong frequency", _angle, _expected, atol=1e-4)
 ### BEGIN HIDDEN TESTS
-from course_utils.grading import assert_untampered
-assert_untampered()
-check_true(interleaved_to_half.__module__ == "__main__", "interleaved_to_half must be defined in this notebook.")
-
-
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import outcome, record
+record("module of interleaved_to_half (it must be defined in this notebook)", interleaved_to_half.__module__)
+for _d in (2, 4, 64, 128):
+    record(f"interleaved_to_half({_d}) (a torch.long tensor)", interleaved_to_half(_d))
+for _odd in (7, 1):
+    record(f"interleaved_to_half({_odd}) (d must be even)", outcome(interleaved_to_half, _odd))
+### BEGIN REFERENCE
+from course_utils.grading import check_close, expect
 def _ref_interleaved(x, pos, base):
     d = x.shape[-1]
     w = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
@@ -720,11 +726,9 @@ def _ref_interleaved(x, pos, base):
 
 
 for _d, _base, _seed in [(2, 10000.0, 3), (4, 10000.0, 4), (64, 10000.0, 5), (128, 500000.0, 6)]:
+    # the solution's permutation makes transformers' RoPE equal to the book's (then permuted)
     _g = torch.Generator().manual_seed(_seed)
     _perm = interleaved_to_half(_d)
-    check_true(isinstance(_perm, torch.Tensor) and _perm.dtype == torch.long and tuple(_perm.shape) == (_d,),
-               f"interleaved_to_half({_d}) must be a torch.long tensor of shape ({_d},).")
-    check_equal(f"sorted(interleaved_to_half({_d}))", sorted(_perm.tolist()), list(range(_d)))
     _x = torch.randn(2, 3, 7, _d, generator=_g, dtype=torch.float64)      # (batch, heads, seq, d)
     _pos = torch.randint(0, 60, (7,), generator=_g)
     _cfg = LlamaConfig(hidden_size=_d, num_attention_heads=1, head_dim=_d,
@@ -733,13 +737,10 @@ for _d, _base, _seed in [(2, 10000.0, 3), (4, 10000.0, 4), (64, 10000.0, 5), (12
     _q_lib, _ = apply_rotary_pos_emb(_x[..., _perm], _x[..., _perm], _cos, _sin)
     check_close(f"library RoPE of x[..., perm] vs book RoPE of x, then permuted (d={_d})",
                 _q_lib, _ref_interleaved(_x, _pos, _base)[..., _perm], atol=1e-4)
+    expect(f"interleaved_to_half({_d}) (a torch.long tensor)", torch.cat([torch.arange(0, _d, 2), torch.arange(1, _d, 2)]))
 for _odd in (7, 1):
-    try:
-        interleaved_to_half(_odd)
-        _raised = False
-    except ValueError:
-        _raised = True
-    check_true(_raised, f"interleaved_to_half({_odd}) must raise ValueError: d must be even.")
+    expect(f"interleaved_to_half({_odd}) (d must be even)", "raises ValueError")
+### END REFERENCE
 ### END HIDDEN TESTS
 
 # %% [markdown]
