@@ -216,8 +216,13 @@ def autograde_submissions(course: Path, source_folder: Path, chapter: str,
 
 
 def round_trip(chapter: str, workdir: Path | None = None, timeout: int = 1500,
-               separate: bool = False) -> RoundTripResult:
-    """Run the round trip for ``chapter`` and return scores and problems (empty = pass)."""
+               separate: bool = False, attacks: bool = False) -> RoundTripResult:
+    """Run the round trip for ``chapter`` and return scores and problems (empty = pass).
+
+    ``attacks``: also grade the cheating submissions of :mod:`course_tools.attacks`, built on the
+    first group of wrong answers (each must score 0 on every test cell that group loses), and,
+    after them, the solution again (it must keep full marks: no harm carried over).
+    """
     root = repo_root()
     result = RoundTripResult(chapter)
     tmp_ctx = tempfile.TemporaryDirectory(prefix=f"autograde-{chapter}-") if workdir is None else None
@@ -231,6 +236,12 @@ def round_trip(chapter: str, workdir: Path | None = None, timeout: int = 1500,
         subs = {"solution": _fill(student, source), "blank": _cheat(student)}
         for i, g in enumerate(groups):
             subs[f"wrong_{i:02d}"] = _fill(student, source, {k: val for v in g for k, val in v.cells.items()})
+        if attacks and groups:
+            from course_tools.attacks import attack_submissions, discover_comparison_path
+
+            targets = sorted({p for places in discover_comparison_path()[0].values() for p in places})
+            subs.update(attack_submissions(subs["wrong_00"], source, targets))
+            subs["zz_solution_after_attacks"] = _fill(student, source)
         return subs
 
     log: list[str] = []
@@ -266,6 +277,16 @@ def round_trip(chapter: str, workdir: Path | None = None, timeout: int = 1500,
                             f"variants {[v.name for v in g]} (graded together) also lost points in {gid}: "
                             "a wrong answer leaks into another exercise's test; make the tests independent "
                             'or mark the variant "alone": True')
+        for who, got in result.scores.items():
+            if who.startswith("attack_"):
+                for gid in {t for v in groups[0] for t in v.loses}:
+                    if got.get(gid, (0, 0))[0] != 0:
+                        result.problems.append(f"{who}: test cell {gid} scored {got[gid][0]}/{got[gid][1]} with wrong "
+                                               f"answers (expected 0)")
+            elif who == "zz_solution_after_attacks":
+                for gid, (score, mx) in got.items():
+                    if score < mx:
+                        result.problems.append(f"{who}: test cell {gid} scored {score}/{mx} after the attacks")
         untested = [g for g in tests if tests[g]["cell_type"] == "code" and not any(g in v.loses for v in variants)]
         if untested:
             result.problems.append(f"no wrong-answer variant targets test cell(s) {untested}")

@@ -113,6 +113,30 @@ def _check_release(args: argparse.Namespace) -> int:
     return 0
 
 
+def _references(args: argparse.Namespace) -> int:
+    """Run the trusted reference run of each chapter now (before grading a class), and summarise it."""
+    from .references import reference_records
+    from .release import chapters
+
+    from course_utils.paths import repo_root
+
+    root = Path(args.course).resolve() if args.course else repo_root()
+    source_dir = root / ("source" if (root / "source").is_dir() and not (root / "solutions").is_dir() else "solutions")
+    os.environ.setdefault("NBGRADER_EXECUTION", "autograde")   # the environment autograding runs in
+    failed = 0
+    for ch in args.chapters or chapters():
+        t0 = time.perf_counter()
+        try:
+            recs = reference_records(source_dir / ch / f"{ch}.ipynb", root)
+        except RuntimeError as exc:
+            print(f"{ch}: FAIL {exc}")
+            failed += 1
+            continue
+        counts = ", ".join(f"{gid} {len(r)}" for gid, r in recs.items())
+        print(f"{ch}: {sum(len(r) for r in recs.values())} reference values ({counts}) in {time.perf_counter() - t0:.0f} s")
+    return 1 if failed else 0
+
+
 def _selftest(args: argparse.Namespace) -> int:
     from .autograde import round_trip
     from .release import chapters
@@ -197,6 +221,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--force", action="store_true", help="overwrite uncommitted edits in notebooks/")
     p.set_defaults(fn=_release)
     sub.add_parser("check-release", help="fail if notebooks/ is out of sync").set_defaults(fn=_check_release)
+    p = sub.add_parser("references", help="run (and cache) the trusted reference run of each chapter")
+    p.add_argument("chapters", nargs="*")
+    p.add_argument("--course", help="nbgrader course root (default: this checkout)")
+    p.set_defaults(fn=_references)
     p = sub.add_parser("selftest", help="autograde round trip")
     p.add_argument("chapters", nargs="*")
     p.add_argument("--separate", action="store_true", help="grade every wrong-answer variant on its own")

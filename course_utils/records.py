@@ -54,7 +54,7 @@ class RecordError(ValueError):
 # --- encoding (in the kernel) ------------------------------------------------------------------
 
 def _array_payload(kind: str, arr: np.ndarray, dtype_name: str) -> dict:
-    arr = np.ascontiguousarray(arr)
+    arr = np.array(arr, order="C", copy=True)   # (np.ascontiguousarray makes a 0-d array 1-d)
     if arr.nbytes > MAX_BYTES:
         raise RecordError(f"array of {arr.nbytes} bytes is too large to record (max {MAX_BYTES})")
     return {"t": kind, "dtype": dtype_name, "shape": [int(n) for n in arr.shape],
@@ -270,6 +270,15 @@ def describe(v: Any) -> str:
     return f"{kind} {text if len(text) <= 60 else text[:57] + '...'}"
 
 
+def _show(x: Any) -> str:
+    """An element in its own precision, shortest form (2.1, not 2.0999999046325684)."""
+    if isinstance(x, np.floating):
+        return np.format_float_positional(x, unique=True, trim="-") if abs(x) < 1e16 else repr(float(x))
+    if isinstance(x, np.generic):
+        return repr(x.item())
+    return repr(x)
+
+
 def _fmt_index(idx: tuple) -> str:
     return "[" + ", ".join(str(int(i)) for i in idx) + "]"
 
@@ -293,7 +302,7 @@ def _compare_arrays(got: np.ndarray, ref: np.ndarray, spec: dict) -> str | None:
         i = tuple(bad[0])
         diff = np.abs(g - r)
         worst = float(np.nanmax(np.where(np.isfinite(diff), diff, np.inf)))
-        return (f"{len(bad)} of {g.size} elements differ; first at {_fmt_index(i)}: got {g[i]!r}, expected {r[i]!r} "
+        return (f"{len(bad)} of {g.size} elements differ; first at {_fmt_index(i)}: got {_show(got[i])}, expected {_show(ref[i])} "
                 f"(largest difference {worst:.3g}; tolerance atol={atol:g}, rtol={rtol:g})")
     with np.errstate(invalid="ignore"):
         eq = (got == ref) | ((got != got) & (ref != ref))
@@ -301,7 +310,8 @@ def _compare_arrays(got: np.ndarray, ref: np.ndarray, spec: dict) -> str | None:
         return None
     bad = np.argwhere(~np.asarray(eq)) if got.ndim else [()]
     i = tuple(bad[0])
-    return f"{int(np.size(eq) - np.count_nonzero(eq))} of {got.size} elements differ; first at {_fmt_index(i)}: got {got[i]!r}, expected {ref[i]!r}"
+    return (f"{int(np.size(eq) - np.count_nonzero(eq))} of {got.size} elements differ; first at {_fmt_index(i)}: "
+            f"got {_show(got[i])}, expected {_show(ref[i])}")
 
 
 def _chi_square(counts: np.ndarray, probs: np.ndarray, alpha: float) -> str | None:

@@ -33,11 +33,14 @@ SOURCE = {
         _cell("code", "def double(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION", "answer",
               solution=True, locked=False),
         _cell("code", "from course_utils.grading import check_equal\ncheck_equal('double(3)', double(3), 6)\n"
-                      "### BEGIN HIDDEN TESTS\nfrom course_utils.grading import assert_untampered\n"
-                      "assert_untampered()\ncheck_equal('double(-2)', double(-2), -4)\n### END HIDDEN TESTS",
+                      "### BEGIN HIDDEN TESTS\nfrom course_utils.grading import record\n"
+                      "record('double(-2)', double(-2))\n### BEGIN REFERENCE\nfrom course_utils.grading import expect\n"
+                      "expect('double(-2)', -4)\n### END REFERENCE\n### END HIDDEN TESTS",
               "test_int", grade=True, points=2),
         _cell("code", "from course_utils.grading import check_close\n"
-                      "check_close('double(tensor)', double(torch.tensor([1.5, -1.0])), [3.0, -2.0])",
+                      "check_close('double(tensor)', double(torch.tensor([1.5, -1.0])), [3.0, -2.0])\n"
+                      "### BEGIN HIDDEN TESTS\nfrom course_utils.grading import record\n"
+                      "record('double(tensor)', double(torch.tensor([1.5, -1.0])), atol=1e-6)\n### END HIDDEN TESTS",
               "test_tensor", grade=True, points=1),
         _cell("markdown", "Explain. YOUR ANSWER", "written", grade=True, solution=True, locked=False, points=1),
     ],
@@ -77,6 +80,18 @@ OBFUSCATED = {
         "for _n in ('check_equal', 'check_close', 'assert' + '_untampered'):\n"
         "    setattr(_fake, _n, lambda *a, **k: None)\n"
         "getattr(sys, 'mod' + 'ules')['course_utils.' + 'grading'] = _fake\n"),
+    # records written by the answer itself: an "expect" with a huge tolerance, and the right value
+    # under the hidden test's own key (the verdict must come from the hidden test's record only)
+    "forged_records": (
+        "from IPython.display import display as _show\n"
+        "def _forge(role, key, v):\n"
+        "    _show({'application/vnd.llm-course.record.v1+json': {'role': role, 'key': key, 'spec': {'dtype': False, "
+        "'atol': 1e30}, 'value': {'t': 'int', 'v': str(v)}}}, raw=True)\n"
+        "_forge('record', 'double(-2)', -4)\n"
+        "def double(x, _wrong=lambda x: x + x * 0):\n"
+        "    _forge('expect', 'double(-2)', -4)\n"
+        "    _forge('record', 'double(-2)', -4)\n"
+        "    return _wrong(x)\n"),
     "list_subclass_liar": (
         "class _Liar(list):\n"
         "    def __eq__(self, other):\n        return True\n"
@@ -100,7 +115,7 @@ def _tests(nb):
 def _build(student, _source):
     subs = {"right": _with_answer(student, RIGHT), "wrong": _with_answer(student, WRONG)}
     for name, cheat in OBFUSCATED.items():
-        subs[name] = _with_answer(student, cheat + WRONG)
+        subs[name] = _with_answer(student, cheat if "def double" in cheat else cheat + WRONG)
     tagged = _with_answer(student, WRONG)
     for c in _tests(tagged):  # the tag nbgrader skips, and the one this course once mis-used
         c["metadata"]["tags"] = ["skip-execution", "raises-exception", "course-internal-never-skip"]
@@ -273,168 +288,12 @@ def test_scan_leaves_ordinary_answers_alone(source):
     assert hook_findings(source, {"np", "torch"}) == [], source
 
 
-# --- the comparison path, discovered, and attacked on a real chapter ---------------------------
-# The issue's attack: answers that only return zeros, plus a few lines in one answer cell that
-# rebind a function the checks use (np.where, torch.Tensor.numpy...) to a stand-in that lies.
-# Instead of a hand-kept list of such functions, the test traces what the checks call on typical
-# arguments (and what their code names), finds every place in numpy / torch / torch.Tensor /
-# builtins where each of those objects can be rebound, and autogrades one submission per object
-# that rebinds all of them at once. A new call in grading.py is discovered, and attacked, the
-# next time the suite runs.
-import sys  # noqa: E402
-import types  # noqa: E402
-
-REAL = "05_rope"
-ZERO_ANSWERS = {
-    "ex1_rotate_2d": "def rotate_2d(x, theta):\n    return torch.zeros_like(x)\n",
-    "ex2_rope_apply": ("def rope_apply(x, positions, base=10000.0):\n"
-                       "    if x.shape[-1] % 2:\n        raise ValueError('d must be even')\n"
-                       "    return torch.zeros_like(x)\n"),
-    "ex3_interleaved_to_half": ("def interleaved_to_half(d):\n"
-                                "    if d % 2:\n        raise ValueError('d must be even')\n"
-                                "    return torch.zeros(d, dtype=torch.long)\n"),
-}
-# What the checks called before they were rebuilt on captured references (the issue's attacks):
-# kept so that those attacks stay in the suite although the checks no longer call them.
-FORMER_PATH = ["numpy.where", "numpy.argwhere", "numpy.abs", "numpy.isnan", "numpy.isfinite", "numpy.asarray",
-               "numpy._core._methods._any", "numpy._core._methods._sum", "numpy._core.fromnumeric.transpose",
-               "numpy._core.fromnumeric.nonzero", "numpy.allclose", "numpy.array_equal", "torch.allclose",
-               "torch.equal"]
-# The stand-in: returns what the original returns, turned into zeros (False for booleans) whenever
-# it is called with an array or a tensor. Zero differences, no NaN, "not any": every check the
-# original grading.py made passed with it. Builtins are bound as defaults so that it keeps working
-# when it replaces one of them.
-LIAR = '''
-def _liar(_orig, _np=__import__("numpy"), _t=__import__("torch"), _isinstance=isinstance, _any=any,
-          _type=type, _tuple=tuple):
-    _zl_np, _zl_t, _nd, _T, _npbool = _np.zeros_like, _t.zeros_like, _np.ndarray, _t.Tensor, _np.bool_
-    def _zero(r):
-        if _type(r) is _tuple:
-            return _tuple([_zero(x) for x in r])
-        if _isinstance(r, _nd):
-            return _zl_np(r)
-        if _isinstance(r, _T):
-            return _zl_t(r)
-        if _isinstance(r, (bool, _npbool)):
-            return False
-        return r
-    def _lie(*a, **k):
-        r = _orig(*a, **k)
-        return _zero(r) if _any(_isinstance(x, (_nd, _T)) for x in a) else r
-    return _lie
-'''
-# Rebinding written so that the static scan does not see it: what stops it must be the design.
-REBIND = '''
-_set = getattr(__import__("buil" + "tins"), "set" + "attr")
-_mods = getattr(__import__("sys"), "mod" + "ules")
-for _mod, _path in {targets!r}:
-    _o = _mods.get(_mod)
-    if _o is None:
-        continue
-    *_own, _n = _path.split(".")
-    for _p in _own:
-        _o = getattr(_o, _p)
-    _set(_o, _n, _liar(getattr(_o, _n)))
-'''
-
-
-def _watched_owners():
-    owners = [(m, n, "") for n, m in list(sys.modules.items())
-              if m is not None and n.split(".")[0] in ("numpy", "torch")]
-    owners += [(sys.modules[n], n, "") for n in ("builtins", "math", "operator")]
-    import torch
-
-    owners.append((torch.Tensor, "torch", "Tensor."))
-    return owners
-
-
-def _typical_calls():
-    """(check, args) on the arguments tests pass: tensors of every dtype, arrays, lists, scalars."""
-    import numpy as np
-    import torch
-
-    from course_utils import grading as g
-
-    values = [torch.randn(3), torch.randn(3).half(), torch.randn(3).bfloat16(), torch.arange(3), torch.tensor(2.0),
-              torch.randn(3, dtype=torch.float64, requires_grad=True), np.arange(3.0), np.arange(3), np.float32(1.5),
-              np.array(2.0), [1.0, 2.0, 3.0], (1, 2, 3), 3.0, 2]
-    calls = []
-    for v in values:
-        size = g.to_numpy(v).size
-        for other in (v, g.to_numpy(v) + 1, [float("inf")] * size if size > 1 else float("nan")):
-            calls += [(g.check_close, ("x", v, other)), (g.check_close, ("x", v, other, 1e-3, 0.0, torch.float32)),
-                      (g.check_close, ("x", v, other, 1e-3, 0.0, np.float64))]
-        calls += [(g.check_shape, ("x", v, (3,))), (g.check_type, ("x", v, torch.Tensor)),
-                  (g.check_type, ("x", v, (np.ndarray, list))), (g.to_numpy, (v,))]
-    for a, b in [([1, 2], [1, 2]), ((1, 2), [1, 3]), ("ab", "ab"), ({"a": [1]}, {"a": [1]}), (3, 3),
-                 ({"a": 1}, {"a": 2}), ([1, 2], [1]), (1.5, 1.5), (3, "3"), ({"a": 1}, {"b": 1})]:
-        calls.append((g.check_equal, ("x", a, b)))
-    calls += [(g.check_true, (True, "m")), (g.check_true, (np.bool_(True), "m")), (g.check_true, (False, "m"))]
-    return calls
-
-
-def discover_comparison_path():
-    """Every object the checks call, and every rebindable place each one is reachable from.
-
-    Returns ``({label: [(module, attribute path), ...]}, [objects no answer cell can rebind])``.
-    """
-    from course_utils import grading
-
-    calls = _typical_calls()
-    called, codes = [], []
-
-    def profile(frame, event, arg):
-        if event == "c_call":
-            called.append(arg)
-        elif event == "call":
-            codes.append(frame.f_code)
-
-    sys.setprofile(profile)
-    try:
-        for fn, args in calls:
-            try:
-                fn(*args)
-            except AssertionError:
-                pass
-    finally:
-        sys.setprofile(None)
-    objs = {id(o): o for o in called}
-    owners = _watched_owners() + [(grading, grading.__name__, "")]
-    index: dict[int, list] = {}  # id(object) -> every (module, attribute path) holding it
-    for owner, mod, prefix in owners:
-        for k, v in list(vars(owner).items()):
-            index.setdefault(id(v), []).append((mod, prefix + k, v))
-    by_code = {v.__code__: v for places in index.values() for _, _, v in places[:1] if type(v) is types.FunctionType}
-    functions = [by_code[c] for c in set(codes) if c in by_code]
-    for f in functions:  # ufuncs and types are called without a profile event: take what the code names
-        objs[id(f)] = f
-        for name in f.__code__.co_names:
-            v = f.__globals__.get(name, f.__builtins__.get(name) if isinstance(f.__builtins__, dict) else None)
-            if callable(v) and not isinstance(v, types.ModuleType):
-                objs[id(v)] = v
-    found, fixed = {}, []
-    for obj in objs.values():
-        if isinstance(obj, type) or getattr(obj, "__module__", None) == grading.__name__:
-            continue  # classes are not stand-in material; grading's own functions: see "patched_checks"
-        places = [(m, k) for m, k, _ in index.get(id(obj), []) if m != grading.__name__]
-        base = getattr(obj, "__objclass__", None)  # a method of a C type torch.Tensor inherits
-        name = getattr(obj, "__name__", "")
-        import torch
-
-        if isinstance(base, type) and issubclass(torch.Tensor, base) and ("torch", f"Tensor.{name}") not in places:
-            places.append(("torch", f"Tensor.{name}"))
-        if places:
-            places.sort(key=lambda p: (p[0].count("."), len(p[0]) + len(p[1])))  # the public name first
-            found[f"{places[0][0]}.{places[0][1]}"] = places
-        else:
-            fixed.append(obj)
-    for label in FORMER_PATH:
-        mod, _, attr = label.rpartition(".")
-        obj = getattr(sys.modules[mod] if mod in sys.modules else __import__(mod), attr)
-        places = [(m, k) for m, k, _ in index.get(id(obj), []) if m != grading.__name__]
-        if not any(set(places) == set(p) for p in found.values()):
-            found[label] = places
-    return found, fixed
+# --- the comparison path, discovered ------------------------------------------------------------
+# The visible checks run in the student's kernel (feedback while working). Instead of a hand-kept
+# list, the functions they call are discovered by tracing them on typical arguments; the round
+# trips of chapters 05, 08, 11, 12 and 13 (tests/test_notebooks.py) grade a submission that
+# rebinds every one of them to a liar ("attack_library_liars", course_tools/attacks.py).
+from course_tools.attacks import discover_comparison_path  # noqa: E402
 
 
 def test_discovery_finds_the_conversion_and_comparison_path():
@@ -451,63 +310,3 @@ def test_discovery_finds_the_conversion_and_comparison_path():
         if isinstance(owner, type) and name and owner.__flags__ & (1 << 8):
             with pytest.raises(TypeError):
                 setattr(owner, name, None)
-
-
-def _real_source(tmp):
-    """05_rope without its demonstrations: setup, imports, every answer cell and test cell."""
-    from course_utils.paths import repo_root
-
-    nb = json.loads((repo_root() / "solutions" / REAL / f"{REAL}.ipynb").read_text())
-    keep = {"setup", "imports", "mini_corpus", "check_plain_logits", "library_rope"}
-    nb["cells"] = [c for c in nb["cells"] if c["cell_type"] == "code" and (
-        c["metadata"].get("nbgrader", {}).get("grade_id") in keep
-        or c["metadata"].get("nbgrader", {}).get("grade") or c["metadata"].get("nbgrader", {}).get("solution"))]
-    folder = tmp / REAL
-    folder.mkdir()
-    (folder / f"{REAL}.ipynb").write_text(json.dumps(nb))
-    return folder
-
-
-@pytest.fixture(scope="module")
-def graded_real(tmp_path_factory):
-    import os
-
-    from course_tools.autograde import _fill
-
-    found, _ = discover_comparison_path()
-
-    def build(student, source):
-        subs = {"honest": _fill(student, source), "zeros": _fill(student, source, ZERO_ANSWERS)}
-        for i, (label, places) in enumerate(sorted(found.items())):
-            cheat = dict(ZERO_ANSWERS)
-            cheat["ex1_rotate_2d"] = LIAR + REBIND.format(targets=places) + ZERO_ANSWERS["ex1_rotate_2d"]
-            subs[f"lie_{i:03d}"] = _fill(student, source, cheat)
-        return subs
-
-    course = tmp_path_factory.mktemp("course_real")
-    src = _real_source(tmp_path_factory.mktemp("src_real"))
-    log: list[str] = []
-    old = os.environ.get("LLM_COURSE_CELL_TIMEOUT")
-    os.environ["LLM_COURSE_CELL_TIMEOUT"] = "60"  # a stand-in that hangs a cell must not cost 5 minutes
-    try:
-        scores = autograde_submissions(course, src, REAL, build, timeout=3600, log=log)  # ~50 kernels in one run
-    finally:
-        if old is None:
-            os.environ.pop("LLM_COURSE_CELL_TIMEOUT")
-        else:
-            os.environ["LLM_COURSE_CELL_TIMEOUT"] = old
-    labels = {f"lie_{i:03d}": label for i, label in enumerate(sorted(found))}
-    return scores, labels, "".join(log), course
-
-
-def test_real_chapter_honest_submission_full_marks(graded_real):
-    scores, _, log, _ = graded_real
-    assert _total(scores["honest"]) == (7, 7), log[-3000:]
-    assert _total(scores["zeros"]) == (0, 7), scores["zeros"]
-
-
-def test_real_chapter_every_rebound_function_scores_zero(graded_real):
-    scores, labels, _, course = graded_real
-    assert len(labels) >= 20, f"only {len(labels)} functions discovered: {sorted(labels.values())}"
-    leaks = {labels[who]: scores[who] for who in labels if _total(scores[who])[0] != 0}
-    assert not leaks, f"rebinding these functions earned points with answers that solve nothing: {leaks}"

@@ -67,8 +67,14 @@ def test_wrong_answers_exist(ch):
     assert load_variants(ch, ROOT), f"tests/wrong_answers/{ch}.py is missing or empty"
 
 
+# Chapters whose round trip also grades the cheating submissions of course_tools/attacks.py
+# (import hook, trace hook, answers that rebind the checks, shadowed reference names, library
+# liars), each built on wrong answers and required to score 0 where they are wrong.
+ATTACKED = {"05_rope", "08_gpt2_sampling_kv_cache", "11_quantization", "12_lora_qlora", "13_dpo_alignment"}
+
+
 def _round_trip(ch):
-    res = round_trip(ch)
+    res = round_trip(ch, attacks=ch in ATTACKED)
     summary = {who: f"{sum(s for s, _ in c.values()):g}/{sum(m for _, m in c.values()):g}" for who, c in res.scores.items()}
     assert not res.problems, f"{summary}\n" + "\n".join(res.problems) + "\n--- nbgrader log ---\n" + res.log[-3000:]
 

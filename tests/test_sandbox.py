@@ -24,6 +24,14 @@ r = {}
 r["solutions"] = os.listdir(os.environ["T_COURSE"] + "/solutions")
 r["repo_solutions"] = os.listdir(os.environ["T_REPO"] + "/solutions")
 r["other_students"] = sorted(os.listdir(os.environ["T_COURSE"] + "/autograded"))
+def ls(p):
+    try:
+        return os.listdir(p)
+    except FileNotFoundError:
+        return []
+r["references"] = ls(os.environ["T_COURSE"] + "/.llm-course/references") + ls(os.environ["T_COURSE"] + "/.llm-course")
+r["shared_references"] = ls(os.environ["LLM_COURSE_REFERENCES"])
+r["record_env"] = os.environ.get("LLM_COURSE_RECORD")
 try:
     r["gradebook"] = open(os.environ["T_COURSE"] + "/gradebook.db").read()
 except OSError as e:
@@ -62,6 +70,8 @@ def course(tmp_path):
     (c / "autograded" / "alice" / "ch").mkdir(parents=True)
     (c / "autograded" / "bob" / "ch").mkdir(parents=True)
     (c / "gradebook.db").write_text("grades")
+    (c / ".llm-course" / "references").mkdir(parents=True)
+    (c / ".llm-course" / "references" / "ch-abc.json").write_text("reference records")
     return c
 
 
@@ -92,11 +102,17 @@ def test_a_sandboxed_kernel_cannot_reach_what_grades(course, monkeypatch):
     monkeypatch.setenv("T_REPO", str(repo_root()))
     monkeypatch.setenv("T_REALHOME", os.path.expanduser("~"))
     monkeypatch.setenv("T_MARK", str(course / "autograded" / "alice" / "ch" / "alive.txt"))
+    shared = course.parent / "shared-references"       # the cache the test suite shares between courses
+    shared.mkdir()
+    (shared / "ch-abc.json").write_text("reference records")
+    monkeypatch.setenv("LLM_COURSE_REFERENCES", str(shared))
     t0 = time.perf_counter()
     r = _run(course, CODE)
     elapsed = time.perf_counter() - t0
     assert r["solutions"] == [] and r["repo_solutions"] == [], r
     assert r["other_students"] == ["alice"], "another student's folder is visible"
+    assert r["references"] == [] and r["shared_references"] == [], "the reference records are visible"
+    assert r["record_env"] == "1", "hidden tests must write their records in a sandboxed kernel"
     assert r["gradebook"] == "unreadable", r["gradebook"]
     assert not r["write_grading"] and not r["write_real_profile"], r
     assert r["write_own_dir"], "the submission's own folder must stay writable"
