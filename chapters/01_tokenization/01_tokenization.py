@@ -299,13 +299,11 @@ for _w in ["shakespearean", "honorificabilitudinitatibus", "doth", "book"]:
                 bert_tokenizer.tokenize(_w))
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 import random
 from course_utils.data import load_work
-from course_utils.grading import assert_untampered, switched_off
-from tokenizers import models as _tk_models
-assert_untampered()
-check_true(getattr(wordpiece_tokenize_word, "__module__", None) == "__main__",
-           "wordpiece_tokenize_word must be defined in this notebook.")
+from course_utils.grading import record, switched_off
+record("module of wordpiece_tokenize_word (it must be defined in this notebook)", wordpiece_tokenize_word.__module__)
 
 
 def _names(fn, _seen=None):
@@ -337,12 +335,12 @@ def _names(fn, _seen=None):
     return out
 
 
-_used = _names(wordpiece_tokenize_word) & {"WordPiece", "tokenizers", "backend_tokenizer", "bert_tokenizer", "convert_ids_to_tokens",
-                                             "backend", "model", "WordpieceTokenizer"}
-check_true(not _used,
-           f"wordpiece_tokenize_word must implement the algorithm, not call a tokenizer library (it uses {sorted(_used)}).")
-# the inputs first; your function runs with the tokenizer libraries switched off; the expected values come after
-_cases = []          # (description, args, kwargs)
+# the names are collected in this kernel; the autograder compares the list (it must be empty)
+record("tokenizer-library names that wordpiece_tokenize_word uses (it must implement the algorithm, not call a library)",
+       sorted(_names(wordpiece_tokenize_word) & {"WordPiece", "tokenizers", "backend_tokenizer", "bert_tokenizer",
+                                                 "convert_ids_to_tokens", "backend", "model", "WordpieceTokenizer"}))
+# random cased vocabularies (no lower-casing), 15 words each
+_random = []         # (key, vocabulary, words, kwargs)
 _rng = random.Random(2024)
 for _case in range(60):
     _alpha = _rng.choice(["ab", "aBc", "abé", "xyzé東"])            # one cased alphabet: no lower-casing
@@ -353,25 +351,24 @@ for _case in range(60):
         _voc.add(_t if _rng.random() < 0.5 else _pre + _t)
     _voc_list = sorted(_voc)
     _mc = _rng.choice([3, 6, 100])
-    for _ in range(15):
-        _w = "".join(_rng.choice(_alpha) for _ in range(_rng.randint(0, 9)))
-        _cases.append((f"wordpiece_tokenize_word({_w!r}, vocab={_voc_list}, unk_token={_unk!r}, prefix={_pre!r}, "
-                       f"max_chars={_mc})", (_w, set(_voc_list)), {"unk_token": _unk, "prefix": _pre, "max_chars": _mc}))
-_n_random = len(_cases)
+    _ws = ["".join(_rng.choice(_alpha) for _ in range(_rng.randint(0, 9))) for _ in range(15)]
+    _random.append((f"wordpiece_tokenize_word on 15 words (by word), random vocabulary {_case + 1} of 60: vocab={_voc_list}, "
+                    f"unk_token={_unk!r}, prefix={_pre!r}, max_chars={_mc}", _voc_list, _ws,
+                    {"unk_token": _unk, "prefix": _pre, "max_chars": _mc}))
 # the length limit counts characters, and a word of exactly max_chars characters is still split
-_voc_e = {"é", "##é", "[UNK]"}
+_voc_e = ["é", "##é", "[UNK]"]
 _long = "ab" * 50
-_cases += [("a word of exactly max_chars characters", ("ééé", _voc_e), {"max_chars": 3}),
-           ("a word of max_chars + 1 characters", ("éééé", _voc_e), {"max_chars": 3}),
-           ("BERT vocabulary, a 100-character word", (_long, _bv), {}),
-           ("BERT vocabulary, a 101-character word", (_long + "a", _bv), {})]
-_n_fixed = len(_cases)
+_fixed = [("wordpiece_tokenize_word('ééé', {'é', '##é', '[UNK]'}, max_chars=3) (a word of exactly max_chars characters)",
+           ("ééé", set(_voc_e)), {"max_chars": 3}),
+          ("wordpiece_tokenize_word('éééé', {'é', '##é', '[UNK]'}, max_chars=3) (a word of max_chars + 1 characters)",
+           ("éééé", set(_voc_e)), {"max_chars": 3}),
+          ("wordpiece_tokenize_word('abab...ab', BERT's vocabulary) (a 100-character word)", (_long, _bv), {}),
+          ("wordpiece_tokenize_word('abab...aba', BERT's vocabulary) (a 101-character word)", (_long + "a", _bv), {})]
 # BERT's vocabulary on every distinct word of a play (not the sonnets)
 _norm = bert_tokenizer.backend_tokenizer.normalizer
 _pret = bert_tokenizer.backend_tokenizer.pre_tokenizer
 _words = sorted({w for w, _ in _pret.pre_tokenize_str(_norm.normalize_str(load_work("loves_labours_lost_gut")))})
 _words += ["naïve", "東京", "🧸", "abc🧸", "Naïve", "Tokyo"]
-_cases += [(f"wordpiece_tokenize_word({_w!r}, BERT's vocabulary)", (_w, _bv), {}) for _w in _words]
 _NO_TOKENIZER_LIBRARY = (
     "tokenizers.models.Model.tokenize", "tokenizers.Tokenizer.encode", "tokenizers.Tokenizer.encode_batch",
     "tokenizers.Tokenizer.encode_batch_fast", "tokenizers.Tokenizer.async_encode", "tokenizers.Tokenizer.async_encode_batch",
@@ -388,8 +385,19 @@ with switched_off(*_NO_TOKENIZER_LIBRARY, functions=[wordpiece_tokenize_word],
                   no_imports=["tokenizers", "transformers", "sentencepiece", "tiktoken"],
                   hint="wordpiece_tokenize_word called or imported a tokenizer library (tokenizers, transformers, "
                        "sentencepiece, tiktoken), which is switched off while it is graded: implement greedy longest-match-first yourself, with str slicing and `in vocab`."):
-    _got = [wordpiece_tokenize_word(*_a, **_k) for _, _a, _k in _cases]
+    _got_random = [{_w: wordpiece_tokenize_word(_w, set(_vl), **_k) for _w in _ws} for _, _vl, _ws, _k in _random]
+    _got_fixed = [wordpiece_tokenize_word(*_a, **_k) for _, _a, _k in _fixed]
+    _got_bert = {_w: wordpiece_tokenize_word(_w, _bv) for _w in _words}
 del _NO_TOKENIZER_LIBRARY
+for (_key, _, _, _), _g in zip(_random, _got_random):
+    record(_key, _g)
+for (_key, _, _), _g in zip(_fixed, _got_fixed):
+    record(_key, _g)
+record("wordpiece_tokenize_word with BERT's vocabulary on every distinct word of Love's Labour's Lost, and 6 more (by word)",
+       _got_bert)
+### BEGIN REFERENCE
+from course_utils.grading import expect
+from tokenizers import models as _tk_models
 
 
 def _lib_wp(word, vocab, unk, prefix, max_chars):
@@ -399,16 +407,15 @@ def _lib_wp(word, vocab, unk, prefix, max_chars):
     return [t.value for t in _m.tokenize(word)] if word else []
 
 
+for _key, _vl, _ws, _k in _random:
+    expect(_key, {_w: _lib_wp(_w, _vl, _k["unk_token"], _k["prefix"], _k["max_chars"]) for _w in _ws})
+for (_key, _, _), _exp in zip(_fixed, [["é", "##é", "##é"], ["[UNK]"], bert_tokenizer.tokenize(_long), ["[UNK]"]]):
+    expect(_key, _exp)
 _bwp = _tk_models.WordPiece(_bv, unk_token="[UNK]", max_input_chars_per_word=100)
-for _i, ((_d, (_w, _voc), _k), _g) in enumerate(zip(_cases, _got)):
-    if _i < _n_random:
-        _exp = _lib_wp(_w, _voc, _k["unk_token"], _k["prefix"], _k["max_chars"])
-    elif _i < _n_fixed:
-        _exp = {"ééé": ["é", "##é", "##é"], "éééé": ["[UNK]"], _long: bert_tokenizer.tokenize(_long), _long + "a": ["[UNK]"]}[_w]
-    else:
-        _exp = [t.value for t in _bwp.tokenize(_w)]
-    check_equal(_d, _g, _exp)
-del _lib_wp, _bwp, _exp
+expect("wordpiece_tokenize_word with BERT's vocabulary on every distinct word of Love's Labour's Lost, and 6 more (by word)",
+       {_w: [t.value for t in _bwp.tokenize(_w)] for _w in _words})
+del _lib_wp, _bwp
+### END REFERENCE
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -601,14 +608,13 @@ check_equal("learn_bpe_merges({'aaaa': 1}, 5) (merging (a, a) scans left to righ
             learn_bpe_merges({"aaaa": 1}, 5), [("a", "a"), ("aa", "aa")])
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
-import json as _json
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 import random
 import re
 from collections import Counter
 from course_utils.data import load_work
-from course_utils.grading import assert_untampered, switched_off
-assert_untampered()
-check_true(getattr(learn_bpe_merges, "__module__", None) == "__main__", "learn_bpe_merges must be defined in this notebook.")
+from course_utils.grading import record, switched_off
+record("module of learn_bpe_merges (it must be defined in this notebook)", learn_bpe_merges.__module__)
 
 
 def _names(fn, _seen=None):
@@ -640,13 +646,17 @@ def _names(fn, _seen=None):
     return out
 
 
-_used = _names(learn_bpe_merges) & {"BpeTrainer", "trainers", "tokenizers", "train_from_iterator", "bpe_trainer_merges",
-                                      "_bpe_trainer_merges", "ByteLevelBPETokenizer", "Tokenizer"}
-check_true(not _used,
-           f"learn_bpe_merges must implement the algorithm, not call a tokenizer library (it uses {sorted(_used)}).")
-# the inputs first; your function runs with the tokenizer libraries switched off; the expected values come after
-_fixed = [({"abc": 2, "b": 7}, 10, [("a", "b"), ("ab", "c")], "stops when every word is one symbol"),
-          (_toy, 0, [], "no merges")]
+# the names are collected in this kernel; the autograder compares the list (it must be empty)
+record("tokenizer-library names that learn_bpe_merges uses (it must implement the algorithm, not call a library)",
+       sorted(_names(learn_bpe_merges) & {"BpeTrainer", "trainers", "tokenizers", "train_from_iterator",
+                                          "bpe_trainer_merges", "_bpe_trainer_merges", "ByteLevelBPETokenizer", "Tokenizer"}))
+
+
+def _desc(wc, n):
+    return f"learn_bpe_merges({wc}, {n})" if len(str(wc)) < 250 else f"learn_bpe_merges(<{len(wc)} words>, {n})"
+
+
+_fixed = [({"abc": 2, "b": 7}, 10, "stops when every word is one symbol"), (_toy, 0, "no merges")]
 _cases = [({"bbc": 2, "cd": 2}, 3, "ties between a merged symbol and older characters: 'c' (a character) beats 'bb' "
                                    "(created later)"),
           ({"cab": 3, "ca": 5, "ab": 4}, 3, "merging ('a','b') must leave 'ca' 'b' alone")]
@@ -657,7 +667,7 @@ for _case in range(60):
     for _ in range(_rng.randint(1, 12)):
         _w = "".join(_rng.choice(_letters) for _ in range(_rng.randint(1, 9)))
         _wc[_w] = _wc.get(_w, 0) + _rng.randint(1, 6)
-    _cases.append((_wc, _rng.randint(1, 30), ""))
+    _cases.append((_wc, _rng.randint(1, 30), f"random case {_case + 1} of 60"))
 _cases.append((dict(Counter(re.findall(r"\S+", load_work("tempest_gut")[:20000]))), 60,
                "the word counts of the start of The Tempest"))
 _NO_TOKENIZER_LIBRARY = (
@@ -670,16 +680,23 @@ with switched_off(*_NO_TOKENIZER_LIBRARY, functions=[learn_bpe_merges],
                   no_imports=["tokenizers", "transformers", "sentencepiece", "tiktoken"],
                   hint="learn_bpe_merges called or imported a tokenizer library (tokenizers, transformers, sentencepiece, "
                        "tiktoken), which is switched off while it is graded: count the pairs and merge them yourself."):
-    _got_fixed = [learn_bpe_merges(dict(_wc), _n) for _wc, _n, _, _ in _fixed]
-    _befores = [list(_wc.items()) for _wc, _n, _ in _cases]
+    _got_fixed = [learn_bpe_merges(dict(_wc), _n) for _wc, _n, _ in _fixed]
+    _keys = [f"{_desc(_wc, _n)} ({_why})" for _wc, _n, _why in _cases]       # before the calls, which get the dicts
     _got = [learn_bpe_merges(_wc, _n) for _wc, _n, _ in _cases]
 del _NO_TOKENIZER_LIBRARY
-check_true(all(list(_wc.items()) == _b for (_wc, _n, _), _b in zip(_cases, _befores)),
-           "learn_bpe_merges must not modify word_counts (it belongs to the caller): keep your symbols in your own list.")
-del _befores
-for (_wc, _n, _exp, _why), _g in zip(_fixed, _got_fixed):
-    check_equal(f"learn_bpe_merges({_wc}, {_n}) ({_why})", _g, _exp)
+for (_wc, _n, _why), _g in zip(_fixed, _got_fixed):
+    record(f"{_desc(_wc, _n)} ({_why})", _g)
+for _key, (_wc, _n, _why), _g in zip(_keys, _cases, _got):
+    record(_key, _g)
+    record(f"word_counts after {_key}: learn_bpe_merges must not modify it (keep your symbols in your own list)",
+           list(_wc.items()))
+### BEGIN REFERENCE
+import json as _json
+from course_utils.grading import expect
 from tokenizers import Tokenizer as _Tok, models as _tk_models, pre_tokenizers as _tk_pre, trainers as _tk_trainers
+
+for (_wc, _n, _why), _exp in zip(_fixed, [[("a", "b"), ("ab", "c")], []]):
+    expect(f"{_desc(_wc, _n)} ({_why})", _exp)
 
 
 def _bpe_trainer_merges(word_counts, num_merges):
@@ -692,13 +709,13 @@ def _bpe_trainer_merges(word_counts, num_merges):
     return [tuple(m) for m in _json.loads(_t.to_str())["model"]["merges"]]
 
 
-for (_wc, _n, _why), _g in zip(_cases, _got):
+for _key, (_wc, _n, _why) in zip(_keys, _cases):
     _ref = _bpe_trainer_merges(_wc, _n)
-    if len({a + b for a, b in _ref}) != len(_ref):     # the library's rule differs when a merge re-creates a symbol
-        continue
-    _desc = f"learn_bpe_merges({_wc}, {_n})" if len(str(_wc)) < 400 else f"learn_bpe_merges(<{len(_wc)} words>, {_n})"
-    check_equal(f"{_desc} vs tokenizers' BpeTrainer" + (f" ({_why})" if _why else ""), _g, _ref)
+    if len({a + b for a, b in _ref}) != len(_ref):   # the library's rule differs when a merge re-creates a symbol:
+        continue                                    # there, the solution's own merges are the reference
+    expect(_key, _ref)
 del _bpe_trainer_merges, _ref
+### END REFERENCE
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -785,14 +802,14 @@ check_equal("bpe_encode_word('lololo', {('l','o'): 0}) (every occurrence is merg
 check_equal("bpe_encode_word('x', toy ranks)", bpe_encode_word("x", _ranks), ["x"])
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 import json as _json
 import random
 from course_utils.data import load_work
-from course_utils.grading import assert_untampered, check_true, switched_off
+from course_utils.grading import record, switched_off
 from tokenizers import ByteLevelBPETokenizer as _BL, Tokenizer as _Tok, models as _tk_models
 from tokenizers import pre_tokenizers as _tk_pre, trainers as _tk_trainers
-assert_untampered()
-check_true(getattr(bpe_encode_word, "__module__", None) == "__main__", "bpe_encode_word must be defined in this notebook.")
+record("module of bpe_encode_word (it must be defined in this notebook)", bpe_encode_word.__module__)
 
 
 def _names(fn, _seen=None):
@@ -824,13 +841,13 @@ def _names(fn, _seen=None):
     return out
 
 
-_used = _names(bpe_encode_word) & {"BPE", "models", "tokenizers", "Tokenizer", "ByteLevelBPETokenizer", "shakes_bpe", "toy_bpe"}
-check_true(not _used,
-           f"bpe_encode_word must implement the algorithm, not call a tokenizer library (it uses {sorted(_used)}).")
-# the inputs first (merges learned by tokenizers); your function runs with the tokenizer libraries switched off;
-# the expected values come after
+# the names are collected in this kernel; the autograder compares the list (it must be empty)
+record("tokenizer-library names that bpe_encode_word uses (it must implement the algorithm, not call a library)",
+       sorted(_names(bpe_encode_word) & {"BPE", "models", "tokenizers", "Tokenizer", "ByteLevelBPETokenizer", "shakes_bpe",
+                                         "toy_bpe"}))
+# the inputs (merges learned by tokenizers, before your function runs)
 _rng = random.Random(99)
-_random = []         # (vocab, merges, words)
+_random = []         # (key, vocab, merges, words)
 for _case in range(25):
     _letters = _rng.choice(["abc", "abcd", "aéb"])
     _seqs = ["".join(_rng.choice(_letters) for _ in range(_rng.randint(1, 9))) for _ in range(_rng.randint(5, 20))]
@@ -840,8 +857,12 @@ for _case in range(25):
                                                           show_progress=False, special_tokens=[]))
     _j = _json.loads(_t.to_str())["model"]
     _alpha = [c for c in _letters if c in _j["vocab"]]
-    _random.append((_j["vocab"], [tuple(p) for p in _j["merges"]],
-                    ["".join(_rng.choice(_alpha) for _ in range(_rng.randint(1, 12))) for _ in range(20)]))
+    _mg = [tuple(p) for p in _j["merges"]]
+    _key = f"bpe_encode_word on 20 words (by word), random BPE {_case + 1} of 25, merges={[list(p) for p in _mg]}"
+    if len(_key) > 480:
+        _key = f"bpe_encode_word on 20 words (by word), random BPE {_case + 1} of 25 ({len(_mg)} merges)"
+    _random.append((_key, _j["vocab"], _mg, ["".join(_rng.choice(_alpha) for _ in range(_rng.randint(1, 12)))
+                                             for _ in range(20)]))
 # a byte-level BPE trained on a play, every pre-token of another text
 _bl = _BL()
 _bl.train_from_iterator([load_work("othello_gut")[:150000]], vocab_size=700, min_frequency=2, show_progress=False)
@@ -871,22 +892,29 @@ with switched_off(*_NO_TOKENIZER_LIBRARY, functions=[bpe_encode_word],
                   hint="bpe_encode_word called or imported a tokenizer library (tokenizers, transformers, sentencepiece, "
                        "tiktoken), which is switched off while it is graded: replay the merges yourself, lowest rank first."):
     _got_fixed = [bpe_encode_word("aaaaa", {("a", "a"): 0, ("aa", "a"): 1}), bpe_encode_word("", _ranks)]
-    _got_random = [[bpe_encode_word(_w, {p: r for r, p in enumerate(_mg)}) for _w in _ws] for _, _mg, _ws in _random]
+    _got_random = [{_w: bpe_encode_word(_w, {p: r for r, p in enumerate(_mg)}) for _w in _ws} for _, _, _mg, _ws in _random]
     _got_bl = {_w: bpe_encode_word(_w, _br) for _w in dict.fromkeys(_pretoks)}
 del _NO_TOKENIZER_LIBRARY
-check_equal("bpe_encode_word('aaaaa', {('a','a'): 0, ('aa','a'): 1})", _got_fixed[0], ["aa", "aaa"])
-check_equal("bpe_encode_word('', ranks)", _got_fixed[1], [])
-for (_v, _mg, _ws), _gs in zip(_random, _got_random):
+record("bpe_encode_word('aaaaa', {('a','a'): 0, ('aa','a'): 1})", _got_fixed[0])
+record("bpe_encode_word('', ranks) (an empty word has no pieces)", _got_fixed[1])
+for (_key, _, _, _), _gs in zip(_random, _got_random):
+    record(_key, _gs)
+record("bpe_encode_word on every pre-token of A Lover's Complaint, merges of a byte-level BPE trained on Othello "
+       "(by pre-token)", _got_bl)
+### BEGIN REFERENCE
+from course_utils.grading import check_equal, expect
+expect("bpe_encode_word('aaaaa', {('a','a'): 0, ('aa','a'): 1})", ["aa", "aaa"])
+expect("bpe_encode_word('', ranks) (an empty word has no pieces)", [])
+for _key, _v, _mg, _ws in _random:
     _lib = _tk_models.BPE(vocab=_v, merges=_mg)
-    for _w, _g in zip(_ws, _gs):
-        check_equal(f"bpe_encode_word({_w!r}, merges={[list(p) for p in _mg]})", _g, [t.value for t in _lib.tokenize(_w)])
+    expect(_key, {_w: [t.value for t in _lib.tokenize(_w)] for _w in _ws})
 _blm = _tk_models.BPE(vocab=_bj["vocab"], merges=[tuple(p) for p in _bj["merges"]])
-for _w, _g in _got_bl.items():
-    check_equal(f"bpe_encode_word({_w!r}, merges of a byte-level BPE trained on Othello)", _g,
-                [t.value for t in _blm.tokenize(_w)])
-check_equal("bpe_encode_word on every pre-token of A Lover's Complaint (byte-level BPE trained on Othello)",
+expect("bpe_encode_word on every pre-token of A Lover's Complaint, merges of a byte-level BPE trained on Othello "
+       "(by pre-token)", {_w: [t.value for t in _blm.tokenize(_w)] for _w in dict.fromkeys(_pretoks)})
+check_equal("bpe_encode_word on every pre-token of A Lover's Complaint vs the trained byte-level tokenizer",
             [p for w in _pretoks for p in _got_bl[w]], _bl.encode(_txt).tokens)
 del _lib, _blm, _bl
+### END REFERENCE
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -1183,10 +1211,9 @@ check_close("SDPA with your additive mask vs SDPA with the boolean mask",
             F.scaled_dot_product_attention(_q, _k, _v, attn_mask=_am.bool()[:, None, None, :]), atol=1e-6)
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
-from course_utils.grading import assert_untampered, switched_off
-assert_untampered()
-check_true(getattr(additive_attention_mask, "__module__", None) == "__main__",
-           "additive_attention_mask must be defined in this notebook.")
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import record, switched_off
+record("module of additive_attention_mask (it must be defined in this notebook)", additive_attention_mask.__module__)
 
 
 def _names(fn, _seen=None):
@@ -1218,17 +1245,18 @@ def _names(fn, _seen=None):
     return out
 
 
-_used = _names(additive_attention_mask) & {"create_bidirectional_mask", "_prepare_4d_attention_mask", "masking_utils",
-                                             "modeling_attn_mask_utils", "eager_mask", "sdpa_mask", "get_extended_attention_mask"}
-check_true(not _used,
-           f"additive_attention_mask must build the bias itself, not call transformers' mask helpers (it uses {sorted(_used)}).")
-# the inputs first; your function runs with transformers' mask helpers switched off; the expected values come after
+# the names are collected in this kernel; the autograder compares the list (it must be empty)
+record("transformers mask helpers that additive_attention_mask uses (it must build the bias itself)",
+       sorted(_names(additive_attention_mask) & {"create_bidirectional_mask", "_prepare_4d_attention_mask", "masking_utils",
+                                                 "modeling_attn_mask_utils", "eager_mask", "sdpa_mask",
+                                                 "get_extended_attention_mask"}))
 _g = torch.Generator().manual_seed(123)
-_rand = []           # (mask, dtype, a copy of the mask)
+_rand = []           # (mask, dtype, key)
 for _B, _S, _dt in [(3, 7, torch.float32), (1, 5, torch.float64), (4, 9, torch.bfloat16), (2, 6, torch.float16)]:
     _m = (torch.rand(_B, _S, generator=_g) < 0.7).long()
     _m[:, 0] = 1
-    _rand.append((_m, _dt, _m.clone()))
+    _rand.append((_m, _dt, f"additive_attention_mask(a random {tuple(_m.shape)} mask {_m.tolist()}, dtype={_dt}): "
+                           "shape (B, 1, 1, S), dtype `dtype`, 0 for tokens and finfo(dtype).min for padding"))
 _mb = torch.tensor([[True, True, False], [False, False, False]])       # boolean, one sequence entirely padding
 _m6 = torch.tensor([[1, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0], [1, 0, 0, 0, 0, 0]])
 _NO_MASK_HELPERS = (
@@ -1243,34 +1271,54 @@ with switched_off(*_NO_MASK_HELPERS, functions=[additive_attention_mask],
     _got_rand = [additive_attention_mask(_m, dtype=_dt) for _m, _dt, _ in _rand]
     _got_bool = [additive_attention_mask(_mb, dtype=_dt) for _dt in (torch.float32, torch.float16)]
     _got6 = additive_attention_mask(_m6)
+    try:                 # 'meta' tensors have a device but no data: the bias must be created on the mask's device
+        _o = additive_attention_mask(torch.ones(2, 3, dtype=torch.long, device="meta"))
+        _got_meta = [type(_o).__name__, str(getattr(_o, "device", None)), list(getattr(_o, "shape", ())),
+                     str(getattr(_o, "dtype", None))]
+    except Exception as _e:  # noqa: BLE001  (what was raised is the record)
+        _got_meta = f"raises {type(_e).__name__}"
 del _NO_MASK_HELPERS
+for (_m, _dt, _key), _out in zip(_rand, _got_rand):
+    record(_key, _out)
+    record(f"the random {tuple(_m.shape)} mask after additive_attention_mask (it must not be modified)", _m)
+for _dt, _out in zip((torch.float32, torch.float16), _got_bool):
+    record(f"additive_attention_mask(torch.tensor([[True, True, False], [False, False, False]]), dtype={_dt}) "
+           "(a boolean mask; a sequence entirely padding stays finite)", _out)
+record("the boolean mask after additive_attention_mask (it must not be modified)", _mb)
+record(f"additive_attention_mask({_m6.tolist()}) (default dtype float32)", _got6)
+record("type, device, shape and dtype of additive_attention_mask(a (2, 3) mask on device 'meta') (create the bias on "
+       "the mask's device, with tensor operations)", _got_meta)
+### BEGIN REFERENCE
+from course_utils.grading import check_close, check_true, expect
 from transformers import BertConfig as _BertConfig
 from transformers.masking_utils import create_bidirectional_mask as _cbm
 _cfg = _BertConfig()
 _cfg._attn_implementation = "eager"
-for (_m, _dt, _m_before), _out in zip(_rand, _got_rand):
+for _m, _dt, _key in _rand:
     _B, _S = _m.shape
-    check_true(torch.equal(_m, _m_before), "additive_attention_mask must not modify its input.")
-    check_true(isinstance(_out, torch.Tensor) and _out.dtype == _dt, f"additive_attention_mask(..., dtype={_dt}) must return {_dt}.")
-    check_shape(f"additive_attention_mask of a ({_B}, {_S}) mask", _out, (_B, 1, 1, _S))
-    _ref = _cbm(config=_cfg, inputs_embeds=torch.zeros(_B, _S, 8, dtype=_dt), attention_mask=_m)
-    check_close(f"additive_attention_mask ({_B}x{_S}, {_dt}) broadcast to (B, 1, S, S) vs transformers' eager BERT mask",
-                _out.expand(-1, 1, _S, -1), _ref, atol=0, rtol=0)
-# boolean input, a sequence that is entirely padding: finite results in float16 and float32
+    _ref = _cbm(config=_cfg, inputs_embeds=torch.zeros(_B, _S, 8, dtype=_dt), attention_mask=_m)   # (B, 1, S, S)
+    check_true(_ref.shape == (_B, 1, _S, _S) and torch.equal(_ref, _ref[:, :, :1].expand_as(_ref)),
+               "internal: transformers' eager BERT mask should be the same for every query")
+    expect(_key, _ref[:, :, :1, :])
+_gr = torch.Generator().manual_seed(321)
 for _dt, _out in zip((torch.float32, torch.float16), _got_bool):
-    check_true(isinstance(_out, torch.Tensor) and _out.dtype == _dt, f"additive_attention_mask(bool mask, dtype={_dt}) must return {_dt}.")
-    check_shape("additive_attention_mask of a (2, 3) boolean mask", _out, (2, 1, 1, 3))
-    check_close(f"additive_attention_mask(bool mask, {_dt})", _out[:, 0, 0],
-                torch.tensor([[0.0, 0.0, torch.finfo(_dt).min], [torch.finfo(_dt).min] * 3]), atol=0, rtol=0)
-    _q, _k, _v = (torch.randn(2, 2, 3, 4, generator=_g).to(_dt) for _ in range(3))
-    _o = F.scaled_dot_product_attention(_q, _k, _v, attn_mask=_out)
-    check_true(bool(torch.isfinite(_o).all()), f"attention with your {_dt} mask gives nan/inf for an all-padding sequence.")
-# SDPA equivalence on random masks, float32
-_q, _k, _v = (torch.randn(3, 4, 6, 16, generator=_g) for _ in range(3))
-check_close("SDPA with your mask vs SDPA with the boolean mask (3 x 6)",
+    _fm = torch.finfo(_dt).min
+    expect(f"additive_attention_mask(torch.tensor([[True, True, False], [False, False, False]]), dtype={_dt}) "
+           "(a boolean mask; a sequence entirely padding stays finite)",
+           torch.tensor([[0.0, 0.0, _fm], [_fm] * 3], dtype=_dt)[:, None, None, :])
+    _q, _k, _v = (torch.randn(2, 2, 3, 4, generator=_gr).to(_dt) for _ in range(3))
+    check_true(bool(torch.isfinite(F.scaled_dot_product_attention(_q, _k, _v, attn_mask=_out)).all()),
+               f"attention with the {_dt} mask gives nan/inf for an all-padding sequence.")
+expect(f"additive_attention_mask({_m6.tolist()}) (default dtype float32)",
+       _cbm(config=_cfg, inputs_embeds=torch.zeros(3, 6, 8), attention_mask=_m6)[:, :, :1, :])
+expect("type, device, shape and dtype of additive_attention_mask(a (2, 3) mask on device 'meta') (create the bias on "
+       "the mask's device, with tensor operations)", ["Tensor", "meta", [2, 1, 1, 3], "torch.float32"])
+_q, _k, _v = (torch.randn(3, 4, 6, 16, generator=_gr) for _ in range(3))
+check_close("SDPA with the solution's mask vs SDPA with the boolean mask (3 x 6)",
             F.scaled_dot_product_attention(_q, _k, _v, attn_mask=_got6),
             F.scaled_dot_product_attention(_q, _k, _v, attn_mask=_m6.bool()[:, None, None, :]), atol=1e-6)
 del _ref
+### END REFERENCE
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -216,12 +216,12 @@ check_shape("bert_input_embeddings(...)", _mine_ln, tuple(_cap["ln"].shape))
 check_close("input embeddings after LayerNorm", _mine_ln, _cap["ln"], atol=1e-5, rtol=0)
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
-from course_utils.grading import assert_untampered, switched_off
-assert_untampered()
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+import copy as _copy
 import transformers as _tf
+from course_utils.grading import record, switched_off
 from course_utils.models import load_model as _load_model
-check_true(getattr(bert_input_embeddings, "__module__", None) == "__main__",
-           "bert_input_embeddings must be a function defined in this notebook.")
+record("module of bert_input_embeddings (it must be defined in this notebook)", bert_input_embeddings.__module__)
 
 
 _LN_OFF = ("torch.nn.functional.layer_norm", "torch.layer_norm", "torch.native_layer_norm", "torch.nn.LayerNorm.forward",
@@ -238,28 +238,19 @@ _LN_HINT = ("bert_input_embeddings must apply the LayerNorm formula itself (mean
             "instance_norm, batch_norm, rms_norm), which this test switches off.")
 
 
-def _reference_embeddings(m, input_ids, token_type_ids=None):
-    cap = {}
-    hk = m.embeddings.LayerNorm.register_forward_hook(
-        lambda mod, inp, outp: cap.update(sum=inp[0].detach().clone(), ln=outp.detach().clone()))
-    with torch.no_grad():
-        m.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)
-    hk.remove()
-    return cap["sum"], cap["ln"]
+def _no_embeddings_module(*args, **kwargs):
+    raise AssertionError("bert_input_embeddings must add the three table rows itself; it called model.embeddings(...).")
 
 
 # (a) a fresh copy of the course model, a padded batch of sentence pairs (segments 0 and 1)
 _m, _t = _load_model("bert-base-uncased", verbose=False)
 _pairs = _t(["A cute teddy bear is reading a book.", "Hello!"], ["It is a good book.", "Hi."],
             padding=True, return_tensors="pt")
-check_true(bool((_pairs["token_type_ids"] == 1).any()), "internal: the test batch should contain segment 1")
-_rs, _rl = _reference_embeddings(_m, _pairs["input_ids"], _pairs["token_type_ids"])
 with torch.no_grad(), switched_off(*_LN_OFF, functions=[bert_input_embeddings], hint=_LN_HINT):
     _ps = bert_input_embeddings(_m, _pairs["input_ids"], _pairs["token_type_ids"], layer_norm=False)
     _pl = bert_input_embeddings(_m, _pairs["input_ids"], _pairs["token_type_ids"])
-check_close("sum for a batch of sentence pairs (segments 0 and 1)", _ps, _rs, atol=1e-5, rtol=0)
-check_close("LayerNorm output for a batch of sentence pairs", _pl, _rl, atol=1e-5, rtol=0)
-del _m, _t
+record("sum of the three embeddings for a padded batch of sentence pairs (segments 0 and 1)", _ps, atol=1e-5, rtol=0)
+record("LayerNorm output for a padded batch of sentence pairs (segments 0 and 1)", _pl, atol=1e-5, rtol=0)
 
 # (b) a small random BERT with a large eps and non-trivial gamma/beta; its embedding modules switched off
 torch.manual_seed(2024)
@@ -271,59 +262,72 @@ with torch.no_grad():
     _small.embeddings.LayerNorm.bias.normal_(0.0, 0.5)
 _ids = torch.randint(1, 60, (3, 9))
 _tt = torch.randint(0, 2, (3, 9))
-_rs, _rl = _reference_embeddings(_small, _ids, _tt)
-_rs0, _rl0 = _reference_embeddings(_small, _ids)
-
-
-def _no_embeddings_module(*args, **kwargs):
-    raise AssertionError("bert_input_embeddings must add the three table rows itself; it called model.embeddings(...).")
-
-
-_small.embeddings.forward = _no_embeddings_module
+# (c) the same model with every word row shifted by 10: |mean| >> std (std of a token's features ~0.035)
+_shifted = _copy.deepcopy(_small)
+with torch.no_grad():
+    _shifted.embeddings.word_embeddings.weight.add_(10.0)
+# (d) the same model in half precision
+_halves = {_dt: _copy.deepcopy(_small).to(_dt) for _dt in (torch.bfloat16, torch.float16)}
+for _mod in (_small, _shifted, *_halves.values()):
+    _mod.embeddings.forward = _no_embeddings_module
 with torch.no_grad(), switched_off(*_LN_OFF, functions=[bert_input_embeddings], hint=_LN_HINT):
     _gs = bert_input_embeddings(_small, _ids, _tt, layer_norm=False)
     _gl = bert_input_embeddings(_small, _ids, _tt)
     _gl0 = bert_input_embeddings(_small, _ids)
-check_close("sum on a small random BERT (random segments)", _gs, _rs, atol=1e-5, rtol=0)
-check_close("LayerNorm output on a small random BERT (eps = 1e-3, random gamma/beta)", _gl, _rl, atol=1e-5, rtol=0)
-check_close("LayerNorm output with token_type_ids=None", _gl0, _rl0, atol=1e-5, rtol=0)
-check_true(_gs.dtype == torch.float32 and _gl.dtype == torch.float32,
-           f"a float32 model must give float32 vectors, got {_gs.dtype} and {_gl.dtype}.")
-
-# (c) |mean| >> std: every word row shifted by 10 (std of a token's features ~0.035); ids and model unchanged
-with torch.no_grad():
-    _small.embeddings.word_embeddings.weight.add_(10.0)
-del _small.embeddings.forward
-_rs, _rl = _reference_embeddings(_small, _ids, _tt)
-_small.embeddings.forward = _no_embeddings_module
-_ids_before, _tt_before = _ids.clone(), _tt.clone()
-_params_before = {k: v.clone() for k, v in _small.state_dict().items()}
-with torch.no_grad(), switched_off(*_LN_OFF, functions=[bert_input_embeddings], hint=_LN_HINT):
-    _gl = bert_input_embeddings(_small, _ids, _tt)
-check_close("LayerNorm output when every feature is ~10 and the spread ~0.035 (compute the variance as the mean of "
-            "squared deviations from the mean, not as mean(x**2) - mean(x)**2, which cancels)", _gl, _rl, atol=2e-4, rtol=0)
-check_true(torch.equal(_ids, _ids_before) and torch.equal(_tt, _tt_before),
-           "bert_input_embeddings must not modify input_ids or token_type_ids.")
-check_true(all(torch.equal(v, _params_before[k]) for k, v in _small.state_dict().items()),
-           "bert_input_embeddings must not modify the model's weights.")
-
-# (d) half-precision models: the vectors keep the weights' dtype
-del _small.embeddings.forward
-with torch.no_grad():
-    _small.embeddings.word_embeddings.weight.sub_(10.0)
+    _gc = bert_input_embeddings(_shifted, _ids, _tt)
+    _gh = {_dt: (bert_input_embeddings(_h, _ids, _tt, layer_norm=False), bert_input_embeddings(_h, _ids, _tt))
+           for _dt, _h in _halves.items()}
+record("sum on a small random float32 BERT (random segments): a float32 result", _gs, atol=1e-5, rtol=0)
+record("LayerNorm output on a small random float32 BERT (eps = 1e-3, random gamma/beta): a float32 result", _gl,
+       atol=1e-5, rtol=0)
+record("LayerNorm output on a small random BERT with token_type_ids=None", _gl0, atol=1e-5, rtol=0)
+record("LayerNorm output when every feature is ~10 and the spread ~0.035 (compute the variance as the mean of "
+       "squared deviations from the mean, not as mean(x**2) - mean(x)**2, which cancels)", _gc, atol=2e-4, rtol=0)
+record("input_ids after bert_input_embeddings (it must not be modified)", _ids)
+record("token_type_ids after bert_input_embeddings (it must not be modified)", _tt)
+record("the weights of the model after bert_input_embeddings (they must not be modified)", dict(_shifted.state_dict()))
 for _dt, _tol in ((torch.bfloat16, 8e-2), (torch.float16, 2e-2)):
-    _half = _small.to(_dt)
-    _rs, _rl = _reference_embeddings(_half, _ids, _tt)
-    _half.embeddings.forward = _no_embeddings_module
-    with torch.no_grad(), switched_off(*_LN_OFF, functions=[bert_input_embeddings], hint=_LN_HINT):
-        _gs = bert_input_embeddings(_half, _ids, _tt, layer_norm=False)
-        _gl = bert_input_embeddings(_half, _ids, _tt)
-    del _half.embeddings.forward
-    check_true(_gs.dtype == _dt and _gl.dtype == _dt,
-               f"a {_dt} model must give {_dt} vectors (the dtype of its weights), got {_gs.dtype} and {_gl.dtype}.")
-    check_close(f"sum of the three embeddings of a {_dt} model", _gs, _rs, atol=_tol, rtol=0)
-    check_close(f"LayerNorm output of a {_dt} model", _gl, _rl, atol=_tol, rtol=2e-2)
-del _small, _half, _cfg, _rs, _rl, _rs0, _rl0, _params_before
+    record(f"sum of the three embeddings of a {_dt} model (a {_dt} result: the dtype of its weights)", _gh[_dt][0],
+           atol=_tol, rtol=0)
+    record(f"LayerNorm output of a {_dt} model (a {_dt} result: the dtype of its weights)", _gh[_dt][1],
+           atol=_tol, rtol=2e-2)
+### BEGIN REFERENCE
+from course_utils.grading import check_true, expect
+
+
+def _reference_embeddings(m, input_ids, token_type_ids=None):
+    """What the model's own embedding module computes, captured before and after its LayerNorm."""
+    cap = {}
+    hk = m.embeddings.LayerNorm.register_forward_hook(
+        lambda mod, inp, outp: cap.update(sum=inp[0].detach().clone(), ln=outp.detach().clone()))
+    with torch.no_grad():
+        m.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)
+    hk.remove()
+    return cap["sum"], cap["ln"]
+
+
+check_true(bool((_pairs["token_type_ids"] == 1).any()), "internal: the test batch should contain segment 1")
+_rs, _rl = _reference_embeddings(_m, _pairs["input_ids"], _pairs["token_type_ids"])
+expect("sum of the three embeddings for a padded batch of sentence pairs (segments 0 and 1)", _rs, atol=1e-5, rtol=0)
+expect("LayerNorm output for a padded batch of sentence pairs (segments 0 and 1)", _rl, atol=1e-5, rtol=0)
+for _mod in (_small, _shifted, *_halves.values()):
+    del _mod.embeddings.forward
+_rs, _rl = _reference_embeddings(_small, _ids, _tt)
+_rs0, _rl0 = _reference_embeddings(_small, _ids)
+expect("sum on a small random float32 BERT (random segments): a float32 result", _rs, atol=1e-5, rtol=0)
+expect("LayerNorm output on a small random float32 BERT (eps = 1e-3, random gamma/beta): a float32 result", _rl,
+       atol=1e-5, rtol=0)
+expect("LayerNorm output on a small random BERT with token_type_ids=None", _rl0, atol=1e-5, rtol=0)
+_rs, _rl = _reference_embeddings(_shifted, _ids, _tt)
+expect("LayerNorm output when every feature is ~10 and the spread ~0.035 (compute the variance as the mean of "
+       "squared deviations from the mean, not as mean(x**2) - mean(x)**2, which cancels)", _rl, atol=2e-4, rtol=0)
+for _dt, _tol in ((torch.bfloat16, 8e-2), (torch.float16, 2e-2)):
+    _rs, _rl = _reference_embeddings(_halves[_dt], _ids, _tt)
+    expect(f"sum of the three embeddings of a {_dt} model (a {_dt} result: the dtype of its weights)", _rs,
+           atol=_tol, rtol=0)
+    expect(f"LayerNorm output of a {_dt} model (a {_dt} result: the dtype of its weights)", _rl, atol=_tol, rtol=2e-2)
+del _m, _t, _small, _shifted, _halves, _cfg, _rs, _rl, _rs0, _rl0
+### END REFERENCE
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -460,24 +464,20 @@ check_close("scores (up to the sign of each column)", _align_signs(_scores, _ref
             atol=1e-8)
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
-from course_utils.grading import assert_untampered, check_true
-assert_untampered()
-from course_utils.grading import switched_off
-check_true(getattr(pca_2d, "__module__", None) == "__main__", "pca_2d must be a function defined in this notebook.")
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+import copy as _copy
+from course_utils.grading import record, switched_off
+record("module of pca_2d (it must be defined in this notebook)", pca_2d.__module__)
 _rng = np.random.default_rng(7)
 _cases = [
     (_rng.normal(size=(40, 7)) * np.array([5.0, 3.0, 2.0, 1.0, 0.5, 0.2, 0.1]) + 10.0, 3),  # n > d, far from 0
     (_rng.normal(size=(6, 30)) - 4.0, 2),                                                 # n < d
     (_rng.normal(size=(25, 12)) @ _rng.normal(size=(12, 12)) + _rng.normal(size=12) * 8, 4),
+    (np.round(_rng.normal(size=(30, 9)) * 4.0 + 50.0, 2).astype(np.float32), 3),        # float32 input
+    (_rng.integers(-20, 20, size=(15, 5)), 2),                                            # integer input
 ]
-_refs = [_PCA(n_components=k, svd_solver="full").fit(A) for A, k in _cases]
-
 # scikit-learn's PCA is switched off while pca_2d runs: calling it raises AssertionError with the explanation;
 # any other error of the student's code (a shape error, ...) propagates unchanged, with its own traceback
-_cases.append((np.round(_rng.normal(size=(30, 9)) * 4.0 + 50.0, 2).astype(np.float32), 3))  # float32 input
-_cases.append((_rng.integers(-20, 20, size=(15, 5)), 2))                                      # integer input
-_refs += [_PCA(n_components=k, svd_solver="full").fit(A.astype(np.float64)) for A, k in _cases[3:]]
-_befores = [A.copy() for A, k in _cases]
 _SK_OFF = [f"sklearn.decomposition.{c}.{m}" for c in ("PCA", "IncrementalPCA", "TruncatedSVD", "KernelPCA", "SparsePCA")
            for m in ("fit", "fit_transform", "transform", "partial_fit", "_fit")]
 with switched_off(*_SK_OFF, "sklearn.decomposition._base._BasePCA.transform", "sklearn.utils.extmath.randomized_svd",
@@ -485,20 +485,41 @@ with switched_off(*_SK_OFF, "sklearn.decomposition._base._BasePCA.transform", "s
                   hint="pca_2d must compute the PCA with np.linalg.svd, not with scikit-learn "
                        "(its PCA, IncrementalPCA, TruncatedSVD and KernelPCA are switched off in this test)."):
     _got = [pca_2d(A, k=k) for A, k in _cases]
-for (A, k), ref, (sc, ra), _b in zip(_cases, _refs, _got, _befores):
-    check_true(isinstance(sc, np.ndarray) and isinstance(ra, np.ndarray),
-               f"pca_2d must return NumPy arrays, got {type(sc).__name__} and {type(ra).__name__}.")
-    check_true(sc.dtype == np.float64 and ra.dtype == np.float64,
-               f"pca_2d must return float64 arrays for X of dtype {A.dtype}, got {sc.dtype} and {ra.dtype}.")
-    check_true(A.dtype == _b.dtype and np.array_equal(A, _b),
-               f"pca_2d must not modify X (X of dtype {_b.dtype} was changed: centre a copy, not X in place).")
-    A = A.astype(np.float64)
-    check_shape(f"scores for X of shape {A.shape}, k={k}", sc, (A.shape[0], k))
-    check_close(f"explained variance ratio for X of shape {A.shape}, k={k}", ra, ref.explained_variance_ratio_,
-                atol=1e-8)
-    _exp = ref.transform(A)
-    check_close(f"scores for X of shape {A.shape}, k={k} (up to sign)", _align_signs(sc, _exp), _exp, atol=1e-7)
-del _cases, _refs, _befores, _got
+
+
+def _canonical_signs(scores):
+    """`scores` with each column's sign fixed so that its largest entry (in absolute value) is positive; same type
+    and dtype (a component's sign is arbitrary)."""
+    a = np.asarray(scores)
+    flip = [j for j in range(a.shape[1]) if a[np.argmax(np.abs(a[:, j])), j] < 0]
+    if not flip:
+        return scores
+    out = _copy.deepcopy(scores)
+    for j in flip:
+        out[:, j] = -out[:, j]
+    return out
+
+
+for (A, k), (sc, ra) in zip(_cases, _got):
+    _what = f"X of shape {A.shape} and dtype {A.dtype}, k={k}"
+    record(f"X after pca_2d ({_what}): it must not be modified (centre a copy, not X in place)", A)
+    record(f"explained variance ratio for {_what} (a NumPy float64 array)", ra, atol=1e-8)
+    record(f"scores for {_what} (a NumPy float64 array; each column's sign fixed so that its largest entry is positive)",
+           _canonical_signs(sc), atol=1e-7)
+### BEGIN REFERENCE
+from course_utils.grading import check_true, expect
+for A, k in _cases:
+    _what = f"X of shape {A.shape} and dtype {A.dtype}, k={k}"
+    _ref = _PCA(n_components=k, svd_solver="full").fit(A.astype(np.float64))
+    expect(f"explained variance ratio for {_what} (a NumPy float64 array)", _ref.explained_variance_ratio_, atol=1e-8)
+    _exp = _ref.transform(A.astype(np.float64))
+    _top = np.sort(np.abs(_exp), axis=0)[-2:]
+    check_true(bool((_top[1] - _top[0] > 1e-4).all()),
+               f"internal: the sign rule needs each column's two largest |scores| well apart ({_what})")
+    expect(f"scores for {_what} (a NumPy float64 array; each column's sign fixed so that its largest entry is positive)",
+           _canonical_signs(_exp), atol=1e-7)
+del _cases, _got, _ref, _exp
+### END REFERENCE
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -748,27 +769,24 @@ check_close("attention on a padded batch with attention_mask (layer 0, head 1)",
             atol=1e-5, rtol=0)
 print("visible tests passed")
 ### BEGIN HIDDEN TESTS
-from course_utils.grading import assert_untampered, check_true
-assert_untampered()
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+import copy as _copy
 import transformers as _tf
+from course_utils.grading import record, switched_off
 from course_utils.models import load_model as _load_model
-check_true(getattr(head_attention, "__module__", None) == "__main__",
-           "head_attention must be a function defined in this notebook.")
+record("module of head_attention (it must be defined in this notebook)", head_attention.__module__)
 
 # (a) fresh course model, padded batch of three sentences, every layer, several heads
 _m, _t = _load_model("bert-base-uncased", verbose=False)
 _b = _t(["A cute teddy bear is reading a book.", "Hello!", "The bear reads."], padding=True, return_tensors="pt")
-check_true(bool((_b["attention_mask"] == 0).any()), "internal: the test batch should be padded")
 _Hh = _m.config.num_attention_heads
+_lh = [(_l, _h) for _l in range(_m.config.num_hidden_layers) for _h in sorted({(_l * 5 + 1) % _Hh, (_l * 7 + 3) % _Hh})]
 with torch.no_grad():
-    _ob = _m(**_b, output_attentions=True, output_hidden_states=True)
-    for _l in range(_m.config.num_hidden_layers):
-        for _h in sorted({(_l * 5 + 1) % _Hh, (_l * 7 + 3) % _Hh}):
-            _g = head_attention(_m.encoder.layer[_l], _ob.hidden_states[_l], _h, _Hh, _b["attention_mask"])
-            check_shape(f"head_attention on a padded batch (layer {_l}, head {_h})", _g, tuple(_ob.attentions[_l][:, _h].shape))
-            check_close(f"attention on a padded batch with attention_mask (layer {_l}, head {_h})", _g,
-                        _ob.attentions[_l][:, _h], atol=1e-5, rtol=0)
-del _m, _t
+    _hb = _m(**_b, output_hidden_states=True).hidden_states          # the input of every layer
+    _ga = [head_attention(_m.encoder.layer[_l], _hb[_l], _h, _Hh, _b["attention_mask"]) for _l, _h in _lh]
+for (_l, _h), _g in zip(_lh, _ga):
+    record(f"attention on a padded batch of 3 sentences with attention_mask (layer {_l}, head {_h})", _g,
+           atol=1e-5, rtol=0)
 
 # (b) small random BERT (d_k = 8, sharp attention), padded batch, attention modules switched off
 torch.manual_seed(11)
@@ -782,13 +800,21 @@ with torch.no_grad():
             _lin.bias.normal_(0.0, 0.6)
 _ids = torch.randint(1, 50, (2, 7))
 _mask = torch.tensor([[1, 1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 0, 0, 0]])
+# (c) huge scores: the same model with the embeddings' LayerNorm scaled by 30, so that layer 0's scores reach the thousands
+_big = _copy.deepcopy(_small)
 with torch.no_grad():
-    _os = _small(input_ids=_ids, attention_mask=_mask, output_attentions=True, output_hidden_states=True)
+    _big.embeddings.LayerNorm.weight.mul_(30.0)
+# (d) half-precision copies: the weights keep the dtype of hidden_states
+_halves = {_dt: _copy.deepcopy(_small).to(_dt) for _dt in (torch.bfloat16, torch.float16)}
+with torch.no_grad():
+    _hs = _small(input_ids=_ids, attention_mask=_mask, output_hidden_states=True).hidden_states
+    _hbig = _big(input_ids=_ids, attention_mask=_mask, output_hidden_states=True).hidden_states
+    _hh = {_dt: _x(input_ids=_ids, attention_mask=_mask, output_hidden_states=True).hidden_states
+           for _dt, _x in _halves.items()}
 
 # the layer, its attention modules and eager_attention_forward are switched off while head_attention runs:
 # calling them raises AssertionError with the explanation; any other error of the student's code
 # (a shape error, ...) propagates unchanged, with its own traceback
-from course_utils.grading import switched_off
 _lay0 = _small.encoder.layer[0]
 _attn_paths = [f"{type(_o).__module__}.{type(_o).__qualname__}.forward" for _o in (_lay0, _lay0.attention, _lay0.attention.self)]
 _attn_paths.append(f"{type(_lay0.attention.self).__module__}.eager_attention_forward")
@@ -797,46 +823,64 @@ _attn_paths += ["torch.nn.functional.scaled_dot_product_attention", "torch._C._n
                 "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu"]
 _attn_hint = ("head_attention must use the query/key weights directly; it called the layer, its attention module "
               "or a fused attention function (scaled_dot_product_attention), which are switched off in this test.")
-_hs_before, _mask_before = [h.clone() for h in _os.hidden_states], _mask.clone()
 with torch.no_grad(), switched_off(*_attn_paths, functions=[head_attention], hint=_attn_hint):
-    _gs = [(_l, _h, head_attention(_small.encoder.layer[_l], _os.hidden_states[_l], _h, 3, _mask))
-           for _l in range(2) for _h in range(3)]
-for _l, _h, _g in _gs:
-    check_close(f"attention of a small random BERT with d_k = 8 (layer {_l}, head {_h})", _g,
-                _os.attentions[_l][:, _h], atol=1e-5, rtol=0)
-    check_true(bool((_g[1][:, 4:] == 0).all()), "padded keys must get exactly zero weight")
-    check_true(_g.dtype == torch.float32, f"float32 hidden states must give float32 weights, got {_g.dtype}.")
-check_true(all(torch.equal(h, b) for h, b in zip(_os.hidden_states, _hs_before)) and torch.equal(_mask, _mask_before),
-           "head_attention must not modify hidden_states or attention_mask.")
-
-# (c) huge scores: the embeddings' LayerNorm scaled by 30, so that layer 0's scores reach the thousands
-with torch.no_grad():
-    _small.embeddings.LayerNorm.weight.mul_(30.0)
-    _ob = _small(input_ids=_ids, attention_mask=_mask, output_attentions=True, output_hidden_states=True)
-    with switched_off(*_attn_paths, functions=[head_attention], hint=_attn_hint):
-        _gb = [head_attention(_small.encoder.layer[0], _ob.hidden_states[0], _h, 3, _mask) for _h in range(3)]
+    _gs = [head_attention(_small.encoder.layer[_l], _hs[_l], _h, 3, _mask) for _l in range(2) for _h in range(3)]
+    _gb = [head_attention(_big.encoder.layer[0], _hbig[0], _h, 3, _mask) for _h in range(3)]
+    _gh = {_dt: [head_attention(_x.encoder.layer[_l], _hh[_dt][_l], _h, 3, _mask) for _l in range(2) for _h in range(3)]
+           for _dt, _x in _halves.items()}
+for _i, _g in enumerate(_gs):
+    record(f"attention of a small random float32 BERT with d_k = 8 (layer {_i // 3}, head {_i % 3}): a float32 result",
+           _g, atol=1e-5, rtol=0)
+    record(f"weights on the 3 [PAD] keys of sentence 2, small random BERT (layer {_i // 3}, head {_i % 3}): exactly 0",
+           _g[1][:, 4:])
+record("hidden_states after head_attention (they must not be modified)", _hs)
+record("attention_mask after head_attention (it must not be modified)", _mask)
 for _h, _g in enumerate(_gb):
-    check_true(bool(torch.isfinite(_g).all()),
-               f"head_attention returned nan/inf for huge scores (head {_h}): subtract each row's maximum before exp, "
-               "or use torch.softmax.")
-    check_close(f"attention with huge scores (layer 0, head {_h})", _g, _ob.attentions[0][:, _h], atol=1e-5, rtol=0)
-
-# (d) half-precision layers: the weights keep the dtype of hidden_states
-with torch.no_grad():
-    _small.embeddings.LayerNorm.weight.div_(30.0)
+    record(f"attention with huge scores (layer 0, head {_h}): finite (subtract each row's maximum before exp, "
+           "or use torch.softmax)", _g, atol=1e-5, rtol=0)
 for _dt, _tol in ((torch.bfloat16, 3e-2), (torch.float16, 1e-2)):
-    _half = _small.to(_dt)
+    for _i, _g in enumerate(_gh[_dt]):
+        record(f"attention of a {_dt} BERT (layer {_i // 3}, head {_i % 3}): a {_dt} result, as the library's",
+               _g, atol=_tol, rtol=0)
+        record(f"weights on the 3 [PAD] keys of sentence 2, {_dt} BERT (layer {_i // 3}, head {_i % 3}): exactly 0",
+               _g[1][:, 4:])
+### BEGIN REFERENCE
+from course_utils.grading import check_close, check_true, expect
+check_true(bool((_b["attention_mask"] == 0).any()), "internal: the test batch should be padded")
+
+
+def _library_attentions(model, hidden_states, **inputs):
+    """The model's own attention weights; the run also checks that its layer inputs are the ones given to head_attention."""
     with torch.no_grad():
-        _oh = _half(input_ids=_ids, attention_mask=_mask, output_attentions=True, output_hidden_states=True)
-        with switched_off(*_attn_paths, functions=[head_attention], hint=_attn_hint):
-            _gh = [head_attention(_half.encoder.layer[_l], _oh.hidden_states[_l], _h, 3, _mask)
-                   for _l in range(2) for _h in range(3)]
-    for _i, _g in enumerate(_gh):
-        check_true(_g.dtype == _dt, f"{_dt} hidden states must give {_dt} attention weights (as the library), got {_g.dtype}.")
-        check_close(f"attention of a {_dt} BERT (layer {_i // 3}, head {_i % 3})", _g, _oh.attentions[_i // 3][:, _i % 3],
-                    atol=_tol, rtol=0)
-        check_true(bool((_g[1][:, 4:] == 0).all()), f"padded keys must get exactly zero weight ({_dt})")
-del _small, _half, _os, _ob, _oh, _hs_before, _mask_before
+        out = model(**inputs, output_attentions=True, output_hidden_states=True)
+    for a, b in zip(out.hidden_states, hidden_states):
+        check_close("internal: layer inputs of the reference run", a, b, atol=1e-6, rtol=0)
+    return out.attentions
+
+
+_att = _library_attentions(_m, _hb, **_b)
+for (_l, _h), _g in zip(_lh, _ga):
+    expect(f"attention on a padded batch of 3 sentences with attention_mask (layer {_l}, head {_h})", _att[_l][:, _h],
+           atol=1e-5, rtol=0)
+_att = _library_attentions(_small, _hs, input_ids=_ids, attention_mask=_mask)
+for _i in range(6):
+    expect(f"attention of a small random float32 BERT with d_k = 8 (layer {_i // 3}, head {_i % 3}): a float32 result",
+           _att[_i // 3][:, _i % 3], atol=1e-5, rtol=0)
+    expect(f"weights on the 3 [PAD] keys of sentence 2, small random BERT (layer {_i // 3}, head {_i % 3}): exactly 0",
+           torch.zeros(7, 3))
+_att = _library_attentions(_big, _hbig, input_ids=_ids, attention_mask=_mask)
+for _h in range(3):
+    expect(f"attention with huge scores (layer 0, head {_h}): finite (subtract each row's maximum before exp, "
+           "or use torch.softmax)", _att[0][:, _h], atol=1e-5, rtol=0)
+for _dt, _tol in ((torch.bfloat16, 3e-2), (torch.float16, 1e-2)):
+    _att = _library_attentions(_halves[_dt], _hh[_dt], input_ids=_ids, attention_mask=_mask)
+    for _i in range(6):
+        expect(f"attention of a {_dt} BERT (layer {_i // 3}, head {_i % 3}): a {_dt} result, as the library's",
+               _att[_i // 3][:, _i % 3], atol=_tol, rtol=0)
+        expect(f"weights on the 3 [PAD] keys of sentence 2, {_dt} BERT (layer {_i // 3}, head {_i % 3}): exactly 0",
+               torch.zeros(7, 3, dtype=_dt))
+del _m, _t, _small, _big, _halves, _att, _hb, _hs, _hbig, _hh
+### END REFERENCE
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -225,9 +225,9 @@ check_close("stable_softmax with -inf entries (they must get weight 0)", stable_
             torch.softmax(masked, dim=-1), atol=1e-7)
 print("Exercise 1: visible tests passed.")
 ### BEGIN HIDDEN TESTS
-from course_utils.grading import assert_untampered, switched_off
-assert_untampered()
-check_true(stable_softmax.__module__ == "__main__", "stable_softmax must be defined in this notebook.")
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import record, switched_off
+record("module of stable_softmax (it must be defined in this notebook)", stable_softmax.__module__)
 g = torch.Generator().manual_seed(1234)
 xs = [torch.randn(4, 7, 5, generator=g, dtype=torch.float64) * 30.0,
       torch.randn(3, 6, generator=g, dtype=torch.float64) * 1e4,
@@ -236,7 +236,6 @@ xm = xs[2].clone()
 xm[..., ::2] = float("-inf")
 xhalf = [(torch.randn(4, 9, generator=g) * 20.0).to(torch.bfloat16), (torch.randn(3, 6, generator=g) * 5.0).to(torch.float16)]
 xhalf[1][:, 1] = float("-inf")
-befores = [t.clone() for t in xs + [xm] + xhalf]
 with switched_off("torch.softmax", "torch.log_softmax", "torch._softmax", "torch._log_softmax",
                   "torch.nn.functional.softmax", "torch.nn.functional.log_softmax",
                   "torch.special.softmax", "torch.special.log_softmax",
@@ -251,19 +250,30 @@ with switched_off("torch.softmax", "torch.log_softmax", "torch._softmax", "torch
             stable_softmax(xs[2], dim=0)]
     out_m = stable_softmax(xm, dim=-1)
     out_half = [stable_softmax(xhalf[0], dim=0), stable_softmax(xhalf[1])]
-check_true(all(torch.equal(a, b) for a, b in zip(xs + [xm] + xhalf, befores)),
-           "stable_softmax must not modify its input (x -= m changes the caller's tensor: write x - m).")
-for t, o, d, tol in zip(xhalf, out_half, (0, -1), (1e-2, 2e-3)):
-    check_true(o.dtype == t.dtype, f"stable_softmax must keep the dtype of a {t.dtype} input, got {o.dtype}.")
-    check_close(f"hidden: {t.dtype} input (dim={d})", o, torch.softmax(t.double(), dim=d), atol=tol)
-del befores, xhalf, out_half
-check_true(outs[0].dtype == torch.float64 and outs[2].dtype == torch.float32,
-           "stable_softmax must keep the input dtype (float64 in, float64 out).")
-check_close("hidden: softmax over dim=1 of a 3-D tensor", outs[0], torch.softmax(xs[0], dim=1), atol=1e-12)
-check_close("hidden: scores of size 1e4", outs[1], torch.softmax(xs[1], dim=-1), atol=1e-12)
-check_close("hidden: float32 input", outs[2], torch.softmax(xs[2], dim=-1), atol=1e-6)
-check_close("hidden: softmax over dim=0", outs[3], torch.softmax(xs[2], dim=0), atol=1e-6)
-check_close("hidden: every other entry -inf", out_m, torch.softmax(xm, dim=-1), atol=1e-6)
+# the inputs after the calls: stable_softmax must not modify them (x -= m changes the caller's tensor)
+for _name, _t in zip(("float64 (4, 7, 5)", "float64 (3, 6) of size 1e4", "float32 (2, 3, 9)",
+                      "float32 (2, 3, 9) with -inf entries", "bfloat16 (4, 9)", "float16 (3, 6) with -inf entries"),
+                     xs + [xm] + xhalf):
+    record(f"x after stable_softmax on the {_name} input (not modified in place)", _t)
+record("stable_softmax over dim=1 of a float64 (4, 7, 5) tensor", outs[0], atol=1e-12)
+record("stable_softmax of float64 scores of size 1e4", outs[1], atol=1e-12)
+record("stable_softmax of a float32 (2, 3, 9) tensor", outs[2], atol=1e-6)
+record("stable_softmax over dim=0 of a float32 (2, 3, 9) tensor", outs[3], atol=1e-6)
+record("stable_softmax with every other entry -inf (float32)", out_m, atol=1e-6)
+record("stable_softmax of a bfloat16 (4, 9) input over dim=0 (a bfloat16 result)", out_half[0], atol=1e-2)
+record("stable_softmax of a float16 (3, 6) input with -inf entries (a float16 result)", out_half[1], atol=2e-3)
+### BEGIN REFERENCE
+from course_utils.grading import expect
+expect("stable_softmax over dim=1 of a float64 (4, 7, 5) tensor", torch.softmax(xs[0], dim=1), atol=1e-12)
+expect("stable_softmax of float64 scores of size 1e4", torch.softmax(xs[1], dim=-1), atol=1e-12)
+expect("stable_softmax of a float32 (2, 3, 9) tensor", torch.softmax(xs[2], dim=-1), atol=1e-6)
+expect("stable_softmax over dim=0 of a float32 (2, 3, 9) tensor", torch.softmax(xs[2], dim=0), atol=1e-6)
+expect("stable_softmax with every other entry -inf (float32)", torch.softmax(xm, dim=-1), atol=1e-6)
+expect("stable_softmax of a bfloat16 (4, 9) input over dim=0 (a bfloat16 result)",
+       torch.softmax(xhalf[0].double(), dim=0).to(torch.bfloat16), atol=1e-2)
+expect("stable_softmax of a float16 (3, 6) input with -inf entries (a float16 result)",
+       torch.softmax(xhalf[1].double(), dim=-1).to(torch.float16), atol=2e-3)
+### END REFERENCE
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -340,9 +350,10 @@ check_close("masked output vs F.scaled_dot_product_attention(q, k, v, attn_mask=
             F.scaled_dot_product_attention(q, k, v, attn_mask=mask), atol=1e-10)
 print("Exercise 2: visible tests passed.")
 ### BEGIN HIDDEN TESTS
-from course_utils.grading import assert_untampered, switched_off
-assert_untampered()
-check_true(scaled_dot_product_attention.__module__ == "__main__", "scaled_dot_product_attention must be defined in this notebook.")
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import record, switched_off
+record("module of scaled_dot_product_attention (it must be defined in this notebook)",
+       scaled_dot_product_attention.__module__)
 g = torch.Generator().manual_seed(77)
 qh = torch.randn(3, 2, 5, 16, generator=g, dtype=torch.float64) * 2.0
 kh = torch.randn(3, 2, 7, 16, generator=g, dtype=torch.float64) * 2.0
@@ -354,7 +365,6 @@ k2 = torch.randn(5, 4, generator=g)
 v2 = torch.randn(5, 4, generator=g)
 m2 = torch.ones(5, 5, dtype=torch.bool).tril()
 halves = [tuple(t.to(dt) for t in (qh, kh, vh)) for dt in (torch.bfloat16, torch.float16)]
-befores = [t.clone() for t in (qh, kh, vh, mh, q2, k2, v2, m2)]
 with switched_off("torch.nn.functional.scaled_dot_product_attention", "torch._C._nn.scaled_dot_product_attention",
                   "torch.ops.aten.scaled_dot_product_attention", "torch.ops.aten._scaled_dot_product_attention_math",
                   "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu",
@@ -366,27 +376,47 @@ with switched_off("torch.nn.functional.scaled_dot_product_attention", "torch._C.
     o2, w2 = scaled_dot_product_attention(q2, k2, v2, mask=m2)
     o3, w3 = scaled_dot_product_attention(qh, kh, vh)
     ohalf = [scaled_dot_product_attention(*t, mask=mh) for t in halves]
-check_true(all(torch.equal(a, b) for a, b in zip((qh, kh, vh, mh, q2, k2, v2, m2), befores)),
-           "scaled_dot_product_attention must not modify q, k, v or mask.")
-check_true(o2.dtype == torch.float32 and w2.dtype == torch.float32 and o1.dtype == torch.float64,
-           "scaled_dot_product_attention must return the dtype of q, k, v (float32 in, float32 out).")
+# the inputs after the calls: q, k, v and mask must not be modified
+for _name, _t in zip(("q (3, 2, 5, 16)", "k (3, 2, 7, 16)", "v (3, 2, 7, 3)", "mask (3, 1, 5, 7)",
+                      "q (5, 4)", "k (5, 4)", "v (5, 4)", "mask (5, 5)"), (qh, kh, vh, mh, q2, k2, v2, m2)):
+    record(f"{_name} after scaled_dot_product_attention (not modified in place)", _t)
+record("masked weights, q (3, 2, 5, 16), k (3, 2, 7, 16), mask (3, 1, 5, 7) broadcast over heads", w1, atol=1e-10)
+record("masked weights where the mask is False (exactly 0)", w1.masked_select(~mh.expand_as(w1)))
+record("masked output, q (3, 2, 5, 16), k (3, 2, 7, 16), v (3, 2, 7, 3)", o1, atol=1e-10)
+record("output for 2-D float32 inputs (5, 4) with a causal mask", o2, atol=1e-5)
+record("weights for 2-D float32 inputs (5, 4) with a causal mask", w2, atol=1e-5)
+record("unmasked weights, q (3, 2, 5, 16), k (3, 2, 7, 16)", w3, atol=1e-10)
+record("unmasked output, q (3, 2, 5, 16), k (3, 2, 7, 16), v (3, 2, 7, 3)", o3, atol=1e-10)
 for (hq, hk, hv), (ho, hw), tol in zip(halves, ohalf, (5e-2, 1e-2)):
-    check_true(ho.dtype == hq.dtype and hw.dtype == hq.dtype,
-               f"with {hq.dtype} inputs, output and weights must be {hq.dtype}, got {ho.dtype} and {hw.dtype}.")
-    check_true(bool((hw.masked_select(~mh.expand_as(hw)) == 0).all()),
-               f"masked weights must be exactly 0 with {hq.dtype} inputs")
-    check_close(f"hidden: masked output with {hq.dtype} inputs", ho,
-                F.scaled_dot_product_attention(hq.double(), hk.double(), hv.double(), attn_mask=mh), atol=tol, rtol=tol)
-del halves, befores, ohalf
+    record(f"masked output with {hq.dtype} inputs (a {hq.dtype} result)", ho, atol=tol, rtol=tol)
+    record(f"masked weights with {hq.dtype} inputs (a {hq.dtype} result)", hw, atol=tol, rtol=tol)
+    record(f"masked weights with {hq.dtype} inputs where the mask is False (exactly 0)",
+           hw.masked_select(~mh.expand_as(hw)))
+### BEGIN REFERENCE
+from course_utils.grading import check_close, expect
 ref_s = (qh @ kh.transpose(-2, -1)) / 4.0
 ref_w = torch.softmax(ref_s.masked_fill(~mh, float("-inf")), dim=-1)
-check_close("hidden: masked weights (broadcast mask over heads)", w1, ref_w, atol=1e-10)
-check_close("hidden: masked output", o1, ref_w @ vh, atol=1e-10)
-check_close("hidden: masked output vs torch", o1, F.scaled_dot_product_attention(qh, kh, vh, attn_mask=mh), atol=1e-10)
-check_close("hidden: 2-D float32 inputs with a causal mask", o2,
-            F.scaled_dot_product_attention(q2, k2, v2, is_causal=True), atol=1e-5)
-check_close("hidden: unmasked weights", w3, torch.softmax(ref_s, dim=-1), atol=1e-10)
-check_close("hidden: unmasked output", o3, torch.softmax(ref_s, dim=-1) @ vh, atol=1e-10)
+expect("masked weights, q (3, 2, 5, 16), k (3, 2, 7, 16), mask (3, 1, 5, 7) broadcast over heads", ref_w, atol=1e-10)
+expect("masked weights where the mask is False (exactly 0)",
+       torch.zeros(int((~mh.expand_as(ref_w)).sum()), dtype=torch.float64))
+expect("masked output, q (3, 2, 5, 16), k (3, 2, 7, 16), v (3, 2, 7, 3)", ref_w @ vh, atol=1e-10)
+check_close("masked output vs torch", o1, F.scaled_dot_product_attention(qh, kh, vh, attn_mask=mh), atol=1e-10)
+expect("output for 2-D float32 inputs (5, 4) with a causal mask",
+       F.scaled_dot_product_attention(q2, k2, v2, is_causal=True), atol=1e-5)
+expect("weights for 2-D float32 inputs (5, 4) with a causal mask",
+       torch.softmax((q2.double() @ k2.double().T / 2.0).masked_fill(~m2, float("-inf")), dim=-1).float(), atol=1e-5)
+expect("unmasked weights, q (3, 2, 5, 16), k (3, 2, 7, 16)", torch.softmax(ref_s, dim=-1), atol=1e-10)
+expect("unmasked output, q (3, 2, 5, 16), k (3, 2, 7, 16), v (3, 2, 7, 3)", torch.softmax(ref_s, dim=-1) @ vh, atol=1e-10)
+check_close("unmasked output vs torch", o3, F.scaled_dot_product_attention(qh, kh, vh), atol=1e-10)
+for (hq, hk, hv), tol in zip(halves, (5e-2, 1e-2)):
+    expect(f"masked output with {hq.dtype} inputs (a {hq.dtype} result)",
+           F.scaled_dot_product_attention(hq.double(), hk.double(), hv.double(), attn_mask=mh).to(hq.dtype),
+           atol=tol, rtol=tol)
+    _hw_ref = torch.softmax((hq.double() @ hk.double().transpose(-2, -1) / 4.0).masked_fill(~mh, float("-inf")), dim=-1)
+    expect(f"masked weights with {hq.dtype} inputs (a {hq.dtype} result)", _hw_ref.to(hq.dtype), atol=tol, rtol=tol)
+    expect(f"masked weights with {hq.dtype} inputs where the mask is False (exactly 0)",
+           torch.zeros(int((~mh.expand_as(_hw_ref)).sum()), dtype=hq.dtype))
+### END REFERENCE
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -455,20 +485,26 @@ check_equal("causal_mask(2, 4) (queries are the last 2 of 4 positions)", causal_
             [[True, True, True, False], [True, True, True, True]])
 print("Exercise 3: visible tests passed.")
 ### BEGIN HIDDEN TESTS
-from course_utils.grading import assert_untampered
-assert_untampered()
-check_true(causal_mask.__module__ == "__main__", "causal_mask must be defined in this notebook.")
-for n_q_, n_k_ in [(1, 1), (5, 5), (7, None), (3, 8), (1, 9), (6, 6), (4, 11)]:
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import record
+record("module of causal_mask (it must be defined in this notebook)", causal_mask.__module__)
+_sizes = [(1, 1), (5, 5), (7, None), (3, 8), (1, 9), (6, 6), (4, 11)]
+for n_q_, n_k_ in _sizes:
     got = causal_mask(n_q_) if n_k_ is None else causal_mask(n_q_, n_k_)
-    nk = n_q_ if n_k_ is None else n_k_
-    ref = [[j <= nk - n_q_ + i for j in range(nk)] for i in range(n_q_)]
-    check_true(isinstance(got, torch.Tensor) and got.dtype == torch.bool, "causal_mask must return a torch.bool tensor.")
-    check_equal(f"hidden: causal_mask({n_q_}, {nk})", got.tolist(), ref)
+    record(f"causal_mask({n_q_}{'' if n_k_ is None else f', {n_k_}'}) (a torch.bool tensor)", got)
 g = torch.Generator().manual_seed(3)
 qc, kc, vc = (torch.randn(2, 7, 4, generator=g, dtype=torch.float64) for _ in range(3))
 sc = (qc @ kc.transpose(-2, -1) / 2.0).masked_fill(~causal_mask(7), float("-inf"))
-check_close("hidden: attention with causal_mask(7) vs F.scaled_dot_product_attention(is_causal=True)",
-            torch.softmax(sc, dim=-1) @ vc, F.scaled_dot_product_attention(qc, kc, vc, is_causal=True), atol=1e-10)
+record("attention of (2, 7, 4) inputs with scores masked by causal_mask(7)", torch.softmax(sc, dim=-1) @ vc, atol=1e-10)
+### BEGIN REFERENCE
+from course_utils.grading import expect
+for n_q_, n_k_ in _sizes:
+    nk = n_q_ if n_k_ is None else n_k_
+    expect(f"causal_mask({n_q_}{'' if n_k_ is None else f', {n_k_}'}) (a torch.bool tensor)",
+           torch.tensor([[j <= nk - n_q_ + i for j in range(nk)] for i in range(n_q_)], dtype=torch.bool).reshape(n_q_, nk))
+expect("attention of (2, 7, 4) inputs with scores masked by causal_mask(7)",
+       F.scaled_dot_product_attention(qc, kc, vc, is_causal=True), atol=1e-10)
+### END REFERENCE
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -655,33 +691,37 @@ check_true(_err is None, f"split_heads(x, 5) for x of shape (2, 5, 12) must rais
                          f"by 5 heads); expected ValueError, {_err}.")
 print("Exercise 4: visible tests passed.")
 ### BEGIN HIDDEN TESTS
-from course_utils.grading import assert_untampered, check_true
-assert_untampered()
-check_true(split_heads.__module__ == "__main__" and merge_heads.__module__ == "__main__",
-           "split_heads and merge_heads must be defined in this notebook.")
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import outcome, record
+record("module of split_heads (it must be defined in this notebook)", split_heads.__module__)
+record("module of merge_heads (it must be defined in this notebook)", merge_heads.__module__)
 g = torch.Generator().manual_seed(2024)
 xh = torch.randn(3, 7, 24, generator=g, dtype=torch.float64)
+_per_heads = {}
 for h in (1, 2, 4, 6, 8):
     dk = 24 // h
-    sp = split_heads(xh, h)
-    check_shape(f"hidden: split_heads(x, {h})", sp, (3, h, 7, dk))
-    for i in range(h):
-        check_close(f"hidden: head {i} of split_heads(x, {h})", sp[:, i], xh[..., i * dk:(i + 1) * dk], atol=0)
-    per_head = torch.randn(3, h, 7, dk, generator=g, dtype=torch.float64)
-    check_close(f"hidden: merge_heads of {h} heads", merge_heads(per_head), torch.cat(list(per_head.unbind(1)), dim=-1), atol=0)
+    record(f"split_heads(x, {h}) for x of shape (3, 7, 24): shape (3, {h}, 7, {dk}), head i = columns i*{dk}:(i+1)*{dk}",
+           split_heads(xh, h))
+    _per_heads[h] = torch.randn(3, h, 7, dk, generator=g, dtype=torch.float64)
+    record(f"merge_heads of {h} heads of shape (3, {h}, 7, {dk}) (heads concatenated along the features)",
+           merge_heads(_per_heads[h]))
 base = torch.randn(7, 3, 24, generator=g)
 nc = base.transpose(0, 1)                                  # non-contiguous input
-check_close("hidden: split_heads on a non-contiguous tensor", split_heads(nc, 4), nc.reshape(3, 7, 4, 6).permute(0, 2, 1, 3), atol=0)
+record("split_heads(x, 4) on a non-contiguous float32 x of shape (3, 7, 24)", split_heads(nc, 4))
 for _bad_h in (5, 7, 48):
-    try:
-        split_heads(xh, _bad_h)
-        _err = "it raised nothing"
-    except ValueError:
-        _err = None
-    except Exception as _e:
-        _err = f"got {type(_e).__name__}: {_e}"
-    check_true(_err is None, f"hidden: split_heads(x, {_bad_h}) for d = 24 must raise ValueError (24 is not divisible "
-                             f"by {_bad_h}); expected ValueError, {_err}.")
+    record(f"split_heads(x, {_bad_h}) for d = 24 (24 is not divisible by {_bad_h})", outcome(split_heads, xh, _bad_h))
+### BEGIN REFERENCE
+from course_utils.grading import check_close, expect
+for h in (1, 2, 4, 6, 8):
+    dk = 24 // h
+    expect(f"split_heads(x, {h}) for x of shape (3, 7, 24): shape (3, {h}, 7, {dk}), head i = columns i*{dk}:(i+1)*{dk}",
+           torch.stack([xh[..., i * dk:(i + 1) * dk] for i in range(h)], dim=1))
+    expect(f"merge_heads of {h} heads of shape (3, {h}, 7, {dk}) (heads concatenated along the features)",
+           torch.cat(list(_per_heads[h].unbind(1)), dim=-1))
+expect("split_heads(x, 4) on a non-contiguous float32 x of shape (3, 7, 24)", nc.reshape(3, 7, 4, 6).permute(0, 2, 1, 3))
+for _bad_h in (5, 7, 48):
+    expect(f"split_heads(x, {_bad_h}) for d = 24 (24 is not divisible by {_bad_h})", "raises ValueError")
+### END REFERENCE
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -854,9 +894,9 @@ check_close("layer_norm of a tiny-variance row and a constant row (eps goes insi
             layer_norm(tiny, ones, zeros), F.layer_norm(tiny, (4,)), atol=1e-9)
 print("Exercise 5: visible tests passed.")
 ### BEGIN HIDDEN TESTS
-from course_utils.grading import assert_untampered, check_true, switched_off
-assert_untampered()
-check_true(layer_norm.__module__ == "__main__", "layer_norm must be defined in this notebook.")
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import record, switched_off
+record("module of layer_norm (it must be defined in this notebook)", layer_norm.__module__)
 g = torch.Generator().manual_seed(99)
 xh = torch.randn(2, 3, 4, 5, generator=g, dtype=torch.float64) * 0.01 + 7.0
 gh = torch.randn(5, generator=g, dtype=torch.float64)
@@ -866,7 +906,6 @@ g32, b32 = torch.rand(16, generator=g) + 0.5, torch.randn(16, generator=g)
 x_off = torch.randn(5, 16, generator=g) + 1000.0                      # float32, |mean| >> std
 x_bf, x_fp = (torch.randn(4, 12, generator=g) * 3 + 1).to(torch.bfloat16), (torch.randn(4, 12, generator=g) * 3 + 1).to(torch.float16)
 g12, b12 = torch.rand(12, generator=g) + 0.5, torch.randn(12, generator=g)   # float32 parameters (mixed precision)
-befores = [t.clone() for t in (xh, gh, bh, x32, g32, b32, x_off, x_bf, x_fp, g12, b12)]
 with switched_off("torch.nn.functional.layer_norm", "torch.layer_norm", "torch.native_layer_norm",
                   "torch.nn.LayerNorm.forward", "torch.ops.aten.layer_norm", "torch.ops.aten.native_layer_norm",
                   "torch.nn.functional.group_norm", "torch.group_norm", "torch.native_group_norm",
@@ -884,22 +923,36 @@ with switched_off("torch.nn.functional.layer_norm", "torch.layer_norm", "torch.n
     o_off = layer_norm(x_off, g32, b32)
     o_bf, o_fp = layer_norm(x_bf, g12, b12), layer_norm(x_fp, g12.half(), b12.half())
     o_64 = layer_norm(xh, gh.float(), bh.float())
-check_true(all(torch.equal(a, b) for a, b in zip((xh, gh, bh, x32, g32, b32, x_off, x_bf, x_fp, g12, b12), befores)),
-           "layer_norm must not modify x, gamma or beta (x -= mu changes the caller's tensor).")
-check_close("hidden: float32 rows with |mean| = 1000 >> std = 1 (variance = mean of squared deviations, not "
-            "mean(x**2) - mean(x)**2)", o_off, F.layer_norm(x_off, (16,), g32, b32), atol=2e-3)
-for o, xx, dt in ((o_bf, x_bf, torch.bfloat16), (o_fp, x_fp, torch.float16)):
-    check_true(o.dtype == dt, f"layer_norm must keep the dtype of a {dt} x (float32 gamma/beta included), got {o.dtype}.")
-    check_close(f"hidden: {dt} x", o, F.layer_norm(xx.double(), (12,), g12.double(), b12.double()), atol=5e-2, rtol=2e-2)
-check_true(o_64.dtype == torch.float64, f"layer_norm of a float64 x with float32 gamma/beta must be float64, got {o_64.dtype}.")
-check_close("hidden: float64 x with float32 gamma and beta", o_64, F.layer_norm(xh, (5,), gh.float().double(), bh.float().double()), atol=1e-6)
-del befores
+# the arguments after the calls: layer_norm must not modify x, gamma or beta (x -= mu changes the caller's tensor)
+for _name, _t in zip(("x float64 (2, 3, 4, 5)", "gamma float64 (5,)", "beta float64 (5,)", "x float32 (6, 16)",
+                      "gamma float32 (16,)", "beta float32 (16,)", "x float32 (5, 16) with mean 1000",
+                      "x bfloat16 (4, 12)", "x float16 (4, 12)", "gamma float32 (12,)", "beta float32 (12,)"),
+                     (xh, gh, bh, x32, g32, b32, x_off, x_bf, x_fp, g12, b12)):
+    record(f"{_name} after layer_norm (not modified in place)", _t)
+record("layer_norm of float32 rows with |mean| = 1000 >> std = 1 (variance = mean of squared deviations, not "
+       "mean(x**2) - mean(x)**2)", o_off, atol=2e-3)
+record("layer_norm of a bfloat16 x with float32 gamma and beta (a bfloat16 result)", o_bf, atol=5e-2, rtol=2e-2)
+record("layer_norm of a float16 x with float16 gamma and beta (a float16 result)", o_fp, atol=5e-2, rtol=2e-2)
+record("layer_norm of a float64 x with float32 gamma and beta (a float64 result)", o_64, atol=1e-6)
+record("layer_norm of a float64 (2, 3, 4, 5) x, d = 5, eps = 1e-3", o1, atol=1e-9)
+record("layer_norm of a float64 (2, 3, 4, 5) x, d = 5, default eps", o2, atol=1e-8)
+record("layer_norm of a float32 (6, 16) x (a float32 result)", o3, atol=1e-4)
+### BEGIN REFERENCE
+from course_utils.grading import expect
+expect("layer_norm of float32 rows with |mean| = 1000 >> std = 1 (variance = mean of squared deviations, not "
+       "mean(x**2) - mean(x)**2)", F.layer_norm(x_off, (16,), g32, b32), atol=2e-3)
+expect("layer_norm of a bfloat16 x with float32 gamma and beta (a bfloat16 result)",
+       F.layer_norm(x_bf.double(), (12,), g12.double(), b12.double()).to(torch.bfloat16), atol=5e-2, rtol=2e-2)
+expect("layer_norm of a float16 x with float16 gamma and beta (a float16 result)",
+       F.layer_norm(x_fp.double(), (12,), g12.double(), b12.double()).to(torch.float16), atol=5e-2, rtol=2e-2)
+expect("layer_norm of a float64 x with float32 gamma and beta (a float64 result)",
+       F.layer_norm(xh, (5,), gh.float().double(), bh.float().double()), atol=1e-6)
 mu_h = xh.mean(-1, keepdim=True)
 var_h = xh.var(-1, unbiased=False, keepdim=True)
-check_close("hidden: 4-D input, d=5, eps=1e-3", o1, gh * (xh - mu_h) / torch.sqrt(var_h + 1e-3) + bh, atol=1e-9)
-check_close("hidden: 4-D input, default eps", o2, F.layer_norm(xh, (5,), gh, bh, eps=1e-5), atol=1e-8)
-check_close("hidden: float32 input vs nn.LayerNorm", o3, F.layer_norm(x32, (16,), g32, b32), atol=1e-4)
-check_true(o3.dtype == torch.float32, "layer_norm must keep the input dtype.")
+expect("layer_norm of a float64 (2, 3, 4, 5) x, d = 5, eps = 1e-3", gh * (xh - mu_h) / torch.sqrt(var_h + 1e-3) + bh, atol=1e-9)
+expect("layer_norm of a float64 (2, 3, 4, 5) x, d = 5, default eps", F.layer_norm(xh, (5,), gh, bh, eps=1e-5), atol=1e-8)
+expect("layer_norm of a float32 (6, 16) x (a float32 result)", F.layer_norm(x32, (16,), g32, b32), atol=1e-4)
+### END REFERENCE
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -233,17 +233,14 @@ check_close("entropy of [1/2, 1/2, 0, 0], uniform over 4, and one-hot (in nats, 
             H, [math.log(2), math.log(4), 0.0], atol=1e-12)
 check_close("entropy(p, dim=0) of the transposed batch", entropy(p.T, dim=0), H, atol=1e-12)
 ### BEGIN HIDDEN TESTS
-from course_utils.grading import assert_untampered, check_equal
-assert_untampered()
-check_equal("entropy is defined in this notebook", entropy.__module__, "__main__")
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import record, switched_off
+record("module of entropy (it must be defined in this notebook)", entropy.__module__)
 _g = torch.Generator().manual_seed(606)
 _logits = torch.randn(5, 7, 9, generator=_g, dtype=torch.float64) * 3
 _logits[_logits < -2.0] = -math.inf                     # some exact zeros
 _logits[..., 0] = 0.0                                   # keep every row valid
-_P = torch.softmax(_logits, -1)
-_ref = torch.distributions.Categorical(probs=_P).entropy()
-from course_utils.grading import switched_off
-_P_before = _P.clone()
+_P = torch.softmax(_logits, -1)                         # the input: a (5, 7, 9) batch of distributions with zeros
 _Ph = {_dt: _P.to(_dt) for _dt in (torch.float16, torch.bfloat16)}
 with switched_off("torch.distributions.Categorical.entropy", functions=[entropy],
                   hint="entropy must be computed from the formula, not with Categorical(...).entropy()."):
@@ -251,20 +248,28 @@ with switched_off("torch.distributions.Categorical.entropy", functions=[entropy]
     _H1 = entropy(_P.movedim(-1, 1), dim=1)
     _Hf = entropy(_P.float())
     _Hh = {_dt: entropy(_v) for _dt, _v in _Ph.items()}
-check_true(torch.equal(_P, _P_before), "entropy must not modify its input in place.")
-check_close("entropy vs Categorical(probs=p).entropy() on a (5, 7, 9) batch with zeros", _H, _ref,
-            atol=1e-10, dtype=torch.float64)
-check_close("entropy along dim=1 of a (5, 9, 7) tensor", _H1, _ref, atol=1e-10)
-check_equal("dtype kept for float32 input", _Hf.dtype, torch.float32)
-check_close("entropy of a float32 batch", _Hf, _ref, atol=1e-5)
+record("p after entropy(p) (p must not be modified in place)", _P)
+record("entropy of a (5, 7, 9) float64 batch with zeros", _H, atol=1e-10, rtol=1e-5)
+record("entropy along dim=1 of a (5, 9, 7) tensor", _H1, atol=1e-10, rtol=1e-5)
+record("entropy of a float32 batch (a float32 result)", _Hf, atol=1e-5, rtol=1e-5)
 for _dt, _Hd in _Hh.items():   # half precision: the dtype of p, never an upcast copy
-    check_equal(f"dtype kept for {_dt} input", _Hd.dtype, _dt)
-    check_close(f"entropy of a {_dt} batch", _Hd, _ref, atol=5e-2, rtol=2e-2)
-del _Ph, _Hh
-check_close("entropy of a single distribution (1-D input)", entropy(torch.tensor([0.0, 0.2, 0.8], dtype=torch.float64)),
-            -(0.2 * math.log(0.2) + 0.8 * math.log(0.8)), atol=1e-12)
-check_close("entropy of a uniform row of length 13", entropy(torch.full((13,), 1 / 13, dtype=torch.float64)),
-            math.log(13), atol=1e-12)
+    record(f"entropy of a {_dt} batch (a {_dt} result)", _Hd, atol=5e-2, rtol=2e-2)
+record("entropy of a single distribution [0, 0.2, 0.8] (1-D input)",
+       entropy(torch.tensor([0.0, 0.2, 0.8], dtype=torch.float64)), atol=1e-12, rtol=1e-5)
+record("entropy of a uniform row of length 13", entropy(torch.full((13,), 1 / 13, dtype=torch.float64)),
+       atol=1e-12, rtol=1e-5)
+### BEGIN REFERENCE
+from course_utils.grading import expect
+_ref = torch.distributions.Categorical(probs=_P).entropy()
+expect("entropy of a (5, 7, 9) float64 batch with zeros", _ref, atol=1e-10, rtol=1e-5)
+expect("entropy along dim=1 of a (5, 9, 7) tensor", _ref, atol=1e-10, rtol=1e-5)
+expect("entropy of a float32 batch (a float32 result)", _ref.float(), atol=1e-5, rtol=1e-5)
+for _dt in _Hh:
+    expect(f"entropy of a {_dt} batch (a {_dt} result)", _ref.to(_dt), atol=5e-2, rtol=2e-2)
+expect("entropy of a single distribution [0, 0.2, 0.8] (1-D input)",
+       torch.tensor(-(0.2 * math.log(0.2) + 0.8 * math.log(0.8)), dtype=torch.float64), atol=1e-12, rtol=1e-5)
+expect("entropy of a uniform row of length 13", torch.tensor(math.log(13), dtype=torch.float64), atol=1e-12, rtol=1e-5)
+### END REFERENCE
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -311,13 +316,13 @@ check_close("tempered_softmax([1000, 999, 0])", big, [1 / (1 + math.exp(-1)), 1 
 check_close("tempered_softmax(x, tau=0.5, dim=0) (columns sum to 1)", tempered_softmax(x, 0.5, dim=0),
             torch.softmax(x / 0.5, dim=0), atol=1e-12)
 ### BEGIN HIDDEN TESTS
-from course_utils.grading import assert_untampered, check_equal
-assert_untampered()
-import torch.nn.functional as _F
-check_equal("tempered_softmax is defined in this notebook", tempered_softmax.__module__, "__main__")
-_forbidden = {_n for _n in {"softmax", "log_softmax"} & set(tempered_softmax.__code__.co_names)
-              if getattr(globals().get(_n), "__module__", None) != "__main__"}      # a helper of your own is fine
-check_true(not _forbidden, f"tempered_softmax calls {sorted(_forbidden)}: compute it with torch.exp instead.")
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import outcome, record, switched_off
+record("module of tempered_softmax (it must be defined in this notebook)", tempered_softmax.__module__)
+# library softmax names in the code of tempered_softmax (a helper of your own, defined in this notebook, is fine)
+record("library softmax / log_softmax named in the code of tempered_softmax (use torch.exp instead)",
+       sorted(_n for _n in {"softmax", "log_softmax"} & set(tempered_softmax.__code__.co_names)
+              if getattr(globals().get(_n), "__module__", None) != "__main__"))
 _g = torch.Generator().manual_seed(6060)
 _x = torch.randn(4, 6, 11, generator=_g, dtype=torch.float64) * 5
 _x[0, 0, 3] = -math.inf
@@ -325,27 +330,31 @@ _x[1, :, 0] = 3000.0                                   # huge logits in some row
 _x[2, 2, :] = torch.linspace(-2, 2, 11, dtype=torch.float64)
 _cases = [(_x, 0.05, -1), (_x, 1.0, -1), (_x, 7.5, 1), (_x[:, :, 1:], 0.3, 0), (_x.float(), 2.0, 2),
           (_x.bfloat16(), 1.0, -1), (_x.half(), 2.0, 1)]
-_befores = [a.clone() for a, _, _ in _cases]
-_refs = [torch.softmax(a / t, dim=d) for a, t, d in _cases]
-from course_utils.grading import switched_off
+_tols = {torch.float32: 1e-6, torch.float16: 2e-3, torch.bfloat16: 2e-2}
 with switched_off("torch.softmax", "torch.log_softmax", "torch.nn.functional.softmax", "torch.nn.functional.log_softmax",
                   "torch.Tensor.softmax", "torch.Tensor.log_softmax", "torch.special.softmax", "torch.special.log_softmax",
                   "torch._softmax", "torch._log_softmax", "torch.ops.aten.softmax", "torch.ops.aten._softmax",
                   "torch.ops.aten.log_softmax", "torch.ops.aten._log_softmax", "torch.ops.aten._safe_softmax",
                   functions=[tempered_softmax], hint="tempered_softmax must not call a library softmax: use torch.exp."):
     _outs = [tempered_softmax(a, t, dim=d) for a, t, d in _cases]
-for (a, t, d), _o, _r, _b in zip(_cases, _outs, _refs, _befores):
-    check_true(torch.equal(a, _b), "tempered_softmax must not modify its input x in place.")
-    check_close(f"tempered_softmax on a {tuple(a.shape)} {a.dtype} tensor, tau={t}, dim={d}", _o, _r,
-                atol={torch.float32: 1e-6, torch.float16: 2e-3, torch.bfloat16: 2e-2}.get(a.dtype, 1e-12), dtype=a.dtype)
-check_close("the masked (-inf) entry gets probability 0", _outs[0][0, 0, 3], 0.0, atol=0.0)
+for (a, t, d), _o in zip(_cases, _outs):
+    _what = f"a {tuple(a.shape)} {a.dtype} tensor x, tau={t}, dim={d}"
+    record(f"x after tempered_softmax on {_what} (x must not be modified in place)", a)
+    record(f"tempered_softmax on {_what}", _o, atol=_tols.get(a.dtype, 1e-12), rtol=1e-5)
+record("tempered_softmax, tau=0.05: the probability of the masked (-inf) entry", _outs[0][0, 0, 3], atol=0.0)
 for _bad in (0.0, -1.0):
-    try:
-        tempered_softmax(_x, _bad)
-    except ValueError:
-        pass
-    else:
-        raise AssertionError(f"tempered_softmax(x, tau={_bad}) should raise ValueError (tau must be > 0).")
+    record(f"tempered_softmax(x, tau={_bad}) (tau must be > 0)", outcome(tempered_softmax, _x, _bad))
+### BEGIN REFERENCE
+from course_utils.grading import expect
+for a, t, d in _cases:
+    _what = f"a {tuple(a.shape)} {a.dtype} tensor x, tau={t}, dim={d}"
+    expect(f"tempered_softmax on {_what}", torch.softmax(a / t, dim=d), atol=_tols.get(a.dtype, 1e-12), rtol=1e-5)
+expect("tempered_softmax, tau=0.05: the probability of the masked (-inf) entry", torch.tensor(0.0, dtype=torch.float64),
+       atol=0.0)
+expect("library softmax / log_softmax named in the code of tempered_softmax (use torch.exp instead)", [])
+for _bad in (0.0, -1.0):
+    expect(f"tempered_softmax(x, tau={_bad}) (tau must be > 0)", "raises ValueError")
+### END REFERENCE
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -399,9 +408,20 @@ check_close("same generator seed -> same table (use the generator, not the globa
 t3 = score_std_table(d_ks, 10_000, torch.Generator().manual_seed(124))
 check_true(not torch.equal(t1, t3), "a different generator seed gave the same table: draw from `generator`.")
 ### BEGIN HIDDEN TESTS
-from course_utils.grading import assert_untampered
-assert_untampered()
-check_equal("score_std_table is defined in this notebook", score_std_table.__module__, "__main__")
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import record
+record("module of score_std_table (it must be defined in this notebook)", score_std_table.__module__)
+_protocol_cases = [((3, 17, 100), 257, 2024, 0), ([1, 512], 64, 7, 5), ((32,), 1000, 0, 0)]
+for _dks, _n, _seed, _skip in _protocol_cases:
+    _ga = torch.Generator().manual_seed(_seed)
+    if _skip:   # a generator that has already been used
+        torch.randn(_skip, generator=_ga)
+    record(f"score_std_table({list(_dks)}, {_n}, generator seeded {_seed}, {_skip} draws already used): the protocol",
+           score_std_table(_dks, _n, _ga), atol=1e-6, rtol=1e-4)
+record("score_std_table([1024], 10000, seed 31337): [std(raw) ≈ 32, std(scaled) ≈ 1] (5% tolerance)",
+       score_std_table([1024], 10_000, torch.Generator().manual_seed(31337)), atol=0.0, rtol=0.05)
+### BEGIN REFERENCE
+from course_utils.grading import expect
 def _ref_table(d_ks, n, g):
     out = []
     for d in d_ks:
@@ -410,16 +430,17 @@ def _ref_table(d_ks, n, g):
         r = torch.einsum("nd,nd->n", q.double(), k.double())
         out.append([r.std().item(), (r / math.sqrt(d)).std().item()])
     return torch.tensor(out, dtype=torch.float64)
-for _dks, _n, _seed, _skip in [((3, 17, 100), 257, 2024, 0), ([1, 512], 64, 7, 5), ((32,), 1000, 0, 0)]:
-    _ga, _gb = torch.Generator().manual_seed(_seed), torch.Generator().manual_seed(_seed)
-    if _skip:   # a generator that has already been used
-        torch.randn(_skip, generator=_ga); torch.randn(_skip, generator=_gb)
-    _got = score_std_table(_dks, _n, _ga)
-    check_close(f"score_std_table({list(_dks)}, {_n}, seed {_seed}) vs the protocol", _got,
-                _ref_table(_dks, _n, _gb), rtol=1e-4, atol=1e-6, dtype=torch.float64)
-_big = score_std_table([1024], 10_000, torch.Generator().manual_seed(31337))
-check_close("std(raw) for d_k=1024 ≈ 32", _big[0, 0], 32.0, rtol=0.05, atol=0)
-check_close("std(scaled) for d_k=1024 ≈ 1", _big[0, 1], 1.0, rtol=0.05, atol=0)
+
+
+for _dks, _n, _seed, _skip in _protocol_cases:
+    _gb = torch.Generator().manual_seed(_seed)
+    if _skip:
+        torch.randn(_skip, generator=_gb)
+    expect(f"score_std_table({list(_dks)}, {_n}, generator seeded {_seed}, {_skip} draws already used): the protocol",
+           _ref_table(_dks, _n, _gb), atol=1e-6, rtol=1e-4)
+expect("score_std_table([1024], 10000, seed 31337): [std(raw) ≈ 32, std(scaled) ≈ 1] (5% tolerance)",
+       torch.tensor([[32.0, 1.0]], dtype=torch.float64), atol=0.0, rtol=0.05)
+### END REFERENCE
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -452,15 +473,13 @@ check_close("J @ ones (each row of J sums to 0, since the outputs always sum to 
 J_auto = torch.autograd.functional.jacobian(lambda t: torch.softmax(t, -1), z)
 check_close("softmax_jacobian(z) vs torch.autograd.functional.jacobian", J, J_auto, atol=1e-12)
 ### BEGIN HIDDEN TESTS
-from course_utils.grading import assert_untampered, check_equal
-assert_untampered()
-check_equal("softmax_jacobian is defined in this notebook", softmax_jacobian.__module__, "__main__")
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import record, switched_off
+record("module of softmax_jacobian (it must be defined in this notebook)", softmax_jacobian.__module__)
 _g = torch.Generator().manual_seed(66)
 _zs = [torch.randn(1, generator=_g, dtype=torch.float64), torch.randn(7, generator=_g, dtype=torch.float64) * 4,
        torch.randn(17, generator=_g, dtype=torch.float64) * 30, torch.tensor([0.0, 0.0, 0.0, 0.0], dtype=torch.float64)]
-_refs = [torch.autograd.functional.jacobian(lambda t: torch.softmax(t, -1), _z) for _z in _zs]
 # the student's function runs with autograd switched off (backward, grad, jacobians, vjp/jvp, forward AD)
-from course_utils.grading import switched_off
 _autograd = ["torch.Tensor.backward", "torch.autograd.backward", "torch.autograd.grad",
              "torch.autograd._engine_run_backward", "torch.autograd.graph._engine_run_backward",
              "torch.autograd.forward_ad.make_dual"]
@@ -471,11 +490,19 @@ with switched_off(*_autograd, functions=[softmax_jacobian],
     _outs = [softmax_jacobian(_z) for _z in _zs]
     with torch.no_grad():
         _nograd = softmax_jacobian(_zs[1])
-for _z, _o, _r in zip(_zs, _outs, _refs):
-    check_close(f"softmax_jacobian for z of length {len(_z)} vs autograd", _o, _r, atol=1e-12, dtype=torch.float64)
-check_close("softmax_jacobian under torch.no_grad()", _nograd, _refs[1], atol=1e-12)
-_J32 = softmax_jacobian(_zs[1].float())
-check_close("softmax_jacobian of a float32 vector", _J32, _refs[1], atol=1e-6, dtype=torch.float32)
+for _i, (_z, _o) in enumerate(zip(_zs, _outs)):
+    record(f"softmax_jacobian for z number {_i} (length {len(_z)}, float64)", _o, atol=1e-12, rtol=1e-5)
+record("softmax_jacobian under torch.no_grad() (z of length 7)", _nograd, atol=1e-12, rtol=1e-5)
+record("softmax_jacobian of a float32 vector of length 7 (a float32 result)", softmax_jacobian(_zs[1].float()),
+       atol=1e-6, rtol=1e-5)
+### BEGIN REFERENCE
+from course_utils.grading import expect
+_refs = [torch.autograd.functional.jacobian(lambda t: torch.softmax(t, -1), _z) for _z in _zs]
+for _i, (_z, _r) in enumerate(zip(_zs, _refs)):
+    expect(f"softmax_jacobian for z number {_i} (length {len(_z)}, float64)", _r, atol=1e-12, rtol=1e-5)
+expect("softmax_jacobian under torch.no_grad() (z of length 7)", _refs[1], atol=1e-12, rtol=1e-5)
+expect("softmax_jacobian of a float32 vector of length 7 (a float32 result)", _refs[1].float(), atol=1e-6, rtol=1e-5)
+### END REFERENCE
 ### END HIDDEN TESTS
 
 # %% [markdown]

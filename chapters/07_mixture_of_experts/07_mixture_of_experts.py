@@ -175,37 +175,57 @@ _s = 1 / (1 + math.exp(-1.0))  # every token's two best logits differ by exactly
 check_close("gates (k=2) = sigmoid of the logit gap", _g2, torch.tensor([[_s, 1 - _s]] * 3), atol=1e-6)
 print("Visible tests passed.")
 ### BEGIN HIDDEN TESTS
-from course_utils.grading import assert_untampered
-assert_untampered()
-check_true(route_topk.__module__ == "__main__", "route_topk must be defined in this notebook.")
-from transformers import MixtralConfig as _MC
-from transformers.models.mixtral.modeling_mixtral import MixtralTopKRouter as _R
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import record
+record("module of route_topk (it must be defined in this notebook)", route_topk.__module__)
 _gen = torch.Generator().manual_seed(1234)
+_route_cases = []
 for (_T, _d, _E, _k) in [(7, 5, 6, 1), (9, 8, 8, 2), (5, 3, 5, 3), (4, 6, 3, 3)]:
     _xx = torch.randn(_T, _d, generator=_gen)
     _WW = 2 * torch.randn(_E, _d, generator=_gen)
+    _route_cases.append((_T, _d, _E, _k, _xx, _WW))
+    _pp, _ii, _gg = route_topk(_xx, _WW, _k)
+    # probs and gates: float32 or float64 (dtype=False); a half-precision result cannot meet atol=1e-6
+    record(f"probs (T={_T}, E={_E})", _pp, atol=1e-6, rtol=1e-5, dtype=False)
+    record(f"topk_idx (T={_T}, E={_E}, k={_k}): a long (int64) tensor, most probable first", _ii)
+    record(f"gates (T={_T}, E={_E}, k={_k})", _gg, atol=1e-6, rtol=1e-5, dtype=False)
+# half-precision inputs: the router's softmax still in float32 or better, inputs unchanged
+def _precision(t):
+    """float32 and float64 are both right: one canonical name for them."""
+    return "float32 or float64" if t.dtype in (torch.float32, torch.float64) else str(t.dtype)
+
+
+for _dt in (torch.bfloat16, torch.float16):
+    _xh, _Wh = _xx.to(_dt), _WW.to(_dt)
+    _ph, _ih, _gh = route_topk(_xh, _Wh, 2)
+    record(f"x in {_dt} after route_topk (not modified in place)", _xh)
+    record(f"W_g in {_dt} after route_topk (not modified in place)", _Wh)
+    record(f"dtype of probs with {_dt} inputs (float32 or better)", _precision(_ph))
+    record(f"dtype of gates with {_dt} inputs (that of probs)", "that of probs" if _gh.dtype == _ph.dtype else str(_gh.dtype))
+    record(f"probs with {_dt} inputs", _ph, atol=2e-3, rtol=1e-5, dtype=False)
+    record(f"topk_idx with {_dt} inputs (the 2 most probable experts, best first)", _ih)
+    record(f"gates with {_dt} inputs: their sum per token", _gh.sum(-1), atol=1e-5, rtol=1e-5, dtype=False)
+### BEGIN REFERENCE
+from course_utils.grading import expect
+from transformers import MixtralConfig as _MC
+from transformers.models.mixtral.modeling_mixtral import MixtralTopKRouter as _R
+for (_T, _d, _E, _k, _xx, _WW) in _route_cases:
     _router = _R(_MC(hidden_size=_d, num_local_experts=_E, num_experts_per_tok=_k))
     with torch.no_grad():
         _router.weight.copy_(_WW)
         _lg, _sc, _ix = _router(_xx)
-    _pp, _ii, _gg = route_topk(_xx, _WW, _k)
-    check_close(f"probs (T={_T}, E={_E})", _pp, torch.softmax(_lg, -1), atol=1e-6)
-    check_equal(f"topk_idx (T={_T}, E={_E}, k={_k})", _ii.tolist(), _ix.tolist())
-    check_close(f"gates (T={_T}, E={_E}, k={_k})", _gg, _sc, atol=1e-6)
-    check_true(_ii.dtype == torch.int64, f"topk_idx must be a long (int64) tensor, got {_ii.dtype}.")
-# half-precision inputs: the router's softmax still in float32 or better, inputs unchanged
+    expect(f"probs (T={_T}, E={_E})", torch.softmax(_lg, -1), atol=1e-6, rtol=1e-5, dtype=False)
+    expect(f"topk_idx (T={_T}, E={_E}, k={_k}): a long (int64) tensor, most probable first", _ix)
+    expect(f"gates (T={_T}, E={_E}, k={_k})", _sc, atol=1e-6, rtol=1e-5, dtype=False)
 for _dt in (torch.bfloat16, torch.float16):
     _xh, _Wh = _xx.to(_dt), _WW.to(_dt)
-    _xb, _Wb = _xh.clone(), _Wh.clone()
-    _ph, _ih, _gh = route_topk(_xh, _Wh, 2)
-    check_true(_ph.dtype in (torch.float32, torch.float64) and _gh.dtype == _ph.dtype,
-               f"route_topk with {_dt} inputs: probs and gates must be float32 or better, got {_ph.dtype}, {_gh.dtype}.")
-    check_true(torch.equal(_xh, _xb) and torch.equal(_Wh, _Wb), "route_topk must not modify x or W_g in place.")
     _ref_p = torch.softmax((_xh @ _Wh.T).double(), -1)
-    check_close(f"probs with {_dt} inputs", _ph, _ref_p, atol=2e-3)
-    check_close(f"gates with {_dt} inputs sum to 1", _gh.sum(-1), torch.ones(_gh.shape[0]), atol=1e-5)
-    check_close(f"probabilities of the experts in topk_idx with {_dt} inputs (the 2 most probable, best first)",
-                _ph.gather(-1, _ih), torch.topk(_ph, 2, dim=-1).values, atol=0)
+    expect(f"dtype of probs with {_dt} inputs (float32 or better)", "float32 or float64")
+    expect(f"dtype of gates with {_dt} inputs (that of probs)", "that of probs")
+    expect(f"probs with {_dt} inputs", _ref_p, atol=2e-3, rtol=1e-5, dtype=False)
+    expect(f"topk_idx with {_dt} inputs (the 2 most probable experts, best first)", torch.topk(_ref_p, 2, dim=-1).indices)
+    expect(f"gates with {_dt} inputs: their sum per token", torch.ones(_xh.shape[0]), atol=1e-5, rtol=1e-5, dtype=False)
+### END REFERENCE
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -253,22 +273,28 @@ check_equal("load, k=2 routing [[1, 0], [1, 3], [3, 1]]", expert_load(torch.tens
             [1, 3, 0, 2])
 print("Visible tests passed.")
 ### BEGIN HIDDEN TESTS
-from course_utils.grading import assert_untampered
-assert_untampered()
-check_true(expert_load.__module__ == "__main__", "expert_load must be defined in this notebook.")
-check_equal("load when the last experts are unused", expert_load(torch.tensor([[0], [0], [1]]), 5).tolist(), [2, 1, 0, 0, 0])
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import record
+record("module of expert_load (it must be defined in this notebook)", expert_load.__module__)
+record("load of [[0], [0], [1]] with E=5 (the last experts unused): an int64 tensor",
+       expert_load(torch.tensor([[0], [0], [1]]), 5))
 _gen = torch.Generator().manual_seed(77)
+_load_cases = []
 for (_T, _E, _k) in [(50, 8, 2), (31, 6, 3), (1, 3, 1)]:
     _ix = torch.stack([torch.randperm(_E, generator=_gen)[:_k] for _ in range(_T)])
+    _load_cases.append((_T, _E, _k, _ix))
+    record(f"load (T={_T}, E={_E}, k={_k}): an int64 tensor", expert_load(_ix, _E))
+_idle = expert_load(_ix, 10)
+record("topk_idx after expert_load (not modified in place)", _ix)
+record("load with idle experts beyond the largest index (T=1, E=10)", _idle)
+### BEGIN REFERENCE
+from course_utils.grading import expect
+expect("load of [[0], [0], [1]] with E=5 (the last experts unused): an int64 tensor", torch.tensor([2, 1, 0, 0, 0]))
+for (_T, _E, _k, _ix) in _load_cases:
     _ref = [int((_ix == e).sum()) for e in range(_E)]
-    _got = expert_load(_ix, _E)
-    check_equal(f"load (T={_T}, E={_E}, k={_k})", _got.tolist(), _ref)
-    check_true(int(_got.sum()) == _T * _k, "load must sum to T*k.")
-    check_true(_got.dtype == torch.int64, f"expert_load must return an int64 (long) tensor, got {_got.dtype}.")
-_ix_before = _ix.clone()
-expert_load(_ix, 10)
-check_true(torch.equal(_ix, _ix_before), "expert_load must not modify topk_idx.")
-check_equal("load with idle experts beyond the largest index (E=10)", expert_load(_ix, 10).tolist(), _ref + [0] * 7)
+    expect(f"load (T={_T}, E={_E}, k={_k}): an int64 tensor", torch.tensor(_ref, dtype=torch.int64))
+expect("load with idle experts beyond the largest index (T=1, E=10)", torch.tensor(_ref + [0] * 7, dtype=torch.int64))
+### END REFERENCE
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -369,19 +395,34 @@ check_close("book balance loss of load [0, 2, 0, 1], T = 3", _v, _ref, atol=1e-6
 check_close("book balance loss of a perfectly even load [2, 2, 2, 2], T = 8", book_balance_loss(torch.tensor([2, 2, 2, 2]), 8), 0.0, atol=1e-7)
 print("Visible tests passed.")
 ### BEGIN HIDDEN TESTS
-from course_utils.grading import assert_untampered
-assert_untampered()
-check_true(book_balance_loss.__module__ == "__main__", "book_balance_loss must be defined in this notebook.")
-check_close("collapsed load [0, 0, 10, 0, 0], T = 10 (expected (E-1)/E)", book_balance_loss(torch.tensor([0, 0, 10, 0, 0]), 10), 0.8, atol=1e-6)
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import record
+record("module of book_balance_loss (it must be defined in this notebook)", book_balance_loss.__module__)
+# a 0-dim tensor (any float dtype: dtype=False)
+record("book balance loss of the collapsed load [0, 0, 10, 0, 0], T = 10 (expected (E-1)/E)",
+       book_balance_loss(torch.tensor([0, 0, 10, 0, 0]), 10), atol=1e-6, rtol=1e-5, dtype=False)
 _gen = torch.Generator().manual_seed(5)
+_soft_loads = []
 for _E in (3, 8):
     _soft = torch.rand(_E, generator=_gen, dtype=torch.float64) * 5
-    _T = 7
-    _r = float(sum((float(_soft[e]) / _T - 1 / _E) ** 2 for e in range(_E)))
-    check_close(f"book balance loss of a float load, E = {_E}", book_balance_loss(_soft, _T), _r, atol=1e-6)
+    _soft_loads.append(_soft)
+    record(f"book balance loss of a float load, E = {_E}, T = 7", book_balance_loss(_soft, 7),
+           atol=1e-6, rtol=1e-5, dtype=False)
 _ld = torch.tensor([3, 0, 1, 0, 0, 2])
-check_close("load [3, 0, 1, 0, 0, 2], T = 6", book_balance_loss(_ld, 6),
-            float(sum((Fraction(int(l), 6) - Fraction(1, 6)) ** 2 for l in _ld)), atol=1e-6)
+record("book balance loss of load [3, 0, 1, 0, 0, 2], T = 6", book_balance_loss(_ld, 6), atol=1e-6, rtol=1e-5, dtype=False)
+### BEGIN REFERENCE
+from course_utils.grading import expect
+expect("book balance loss of the collapsed load [0, 0, 10, 0, 0], T = 10 (expected (E-1)/E)",
+       torch.tensor(0.8, dtype=torch.float64), atol=1e-6, rtol=1e-5, dtype=False)
+for _soft in _soft_loads:
+    _E = len(_soft)
+    _r = float(sum((float(_soft[e]) / 7 - 1 / _E) ** 2 for e in range(_E)))
+    expect(f"book balance loss of a float load, E = {_E}, T = 7", torch.tensor(_r, dtype=torch.float64),
+           atol=1e-6, rtol=1e-5, dtype=False)
+expect("book balance loss of load [3, 0, 1, 0, 0, 2], T = 6",
+       torch.tensor(float(sum((Fraction(int(l), 6) - Fraction(1, 6)) ** 2 for l in _ld)), dtype=torch.float64),
+       atol=1e-6, rtol=1e-5, dtype=False)
+### END REFERENCE
 ### END HIDDEN TESTS
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex3b_switch_aux", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
@@ -405,22 +446,30 @@ _lv = switch_aux_loss(_pg, torch.tensor([[0], [0], [2]]))
 check_true(_lv.requires_grad, "switch_aux_loss must stay differentiable with respect to probs (do not detach).")
 print("Visible tests passed.")
 ### BEGIN HIDDEN TESTS
-from course_utils.grading import assert_untampered
-assert_untampered()
-check_true(switch_aux_loss.__module__ == "__main__", "switch_aux_loss must be defined in this notebook.")
-from transformers.models.mixtral.modeling_mixtral import load_balancing_loss_func as _lbl
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import record
+record("module of switch_aux_loss (it must be defined in this notebook)", switch_aux_loss.__module__)
 _gen = torch.Generator().manual_seed(99)
+_aux_cases = []
 for (_T, _E, _k) in [(40, 8, 2), (25, 5, 1), (16, 6, 3)]:
     _lg = 3 * torch.randn(_T, _E, generator=_gen)
-    _pr = torch.softmax(_lg, -1).requires_grad_(True)
-    _ix = torch.topk(_pr.detach(), _k, -1).indices
+    _pr = torch.softmax(_lg, -1).requires_grad_(True)       # the input: router probabilities
+    _ix = torch.topk(_pr.detach(), _k, -1).indices           # the input: top-k routing
+    _aux_cases.append((_T, _E, _k, _lg, _ix))
     _got = switch_aux_loss(_pr, _ix)
-    check_close(f"Switch loss vs transformers' load_balancing_loss_func (T={_T}, E={_E}, k={_k})",
-                _got, _lbl((_lg,), _E, top_k=_k), atol=1e-5)
-    _got.backward()
+    record(f"Switch loss (T={_T}, E={_E}, k={_k}): a 0-dim tensor", _got, atol=1e-5, rtol=1e-5, dtype=False)
+    _got.backward()                                          # fails if the loss is detached from probs
+    record(f"gradient of the Switch loss w.r.t. probs (T={_T}, E={_E}, k={_k})", _pr.grad, atol=1e-6, rtol=1e-5)
+### BEGIN REFERENCE
+from course_utils.grading import expect
+from transformers.models.mixtral.modeling_mixtral import load_balancing_loss_func as _lbl
+for (_T, _E, _k, _lg, _ix) in _aux_cases:
+    expect(f"Switch loss (T={_T}, E={_E}, k={_k}): a 0-dim tensor", _lbl((_lg,), _E, top_k=_k),
+           atol=1e-5, rtol=1e-5, dtype=False)
     _f = torch.stack([(_ix == e).sum() for e in range(_E)]).float() / _T
-    check_close(f"gradient of the Switch loss w.r.t. probs (T={_T}, E={_E}, k={_k}): E * f_e / T",
-                _pr.grad, (_E * _f / _T).expand(_T, _E), atol=1e-6)
+    expect(f"gradient of the Switch loss w.r.t. probs (T={_T}, E={_E}, k={_k})",   # E * f_e / T
+           (_E * _f / _T).expand(_T, _E).contiguous(), atol=1e-6, rtol=1e-5)
+### END REFERENCE
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -546,17 +595,16 @@ for _e, _c in enumerate(_ex):
                               "run each expert on its own tokens only.")
 print("Visible tests passed.")
 ### BEGIN HIDDEN TESTS
-from course_utils.grading import assert_untampered
-assert_untampered()
-check_true(moe_forward.__module__ == "__main__", "moe_forward must be defined in this notebook.")
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import record
+record("module of moe_forward (it must be defined in this notebook)", moe_forward.__module__)
 from transformers import MixtralConfig as _MC
-from transformers.models.mixtral.modeling_mixtral import MixtralExperts as _MEx
 from transformers.models.mixtral.modeling_mixtral import MixtralSparseMoeBlock as _MBlock
 
-# (a) generic (non-SwiGLU) experts, k = 1 with raw gates, reference computed token by token
+# (a) generic (non-SwiGLU) experts, k = 1 with raw gates
 _gen = torch.Generator().manual_seed(11)
 _T, _d, _E = 13, 7, 5
-_x = torch.randn(_T, _d, generator=_gen)
+_xa = torch.randn(_T, _d, generator=_gen)
 _nets = []
 for _e in range(_E):
     _net = nn.Sequential(nn.Linear(_d, 9), nn.ReLU(), nn.Linear(9, _d))
@@ -564,56 +612,69 @@ for _e in range(_E):
         for _p in _net.parameters():
             _p.copy_(torch.randn(_p.shape, generator=_gen))
     _nets.append(_net)
-_ix = torch.randint(0, _E - 1, (_T, 1), generator=_gen)          # last expert unused
-_gt = torch.rand(_T, 1, generator=_gen)
+_ixa = torch.randint(0, _E - 1, (_T, 1), generator=_gen)          # last expert unused
+_gta = torch.rand(_T, 1, generator=_gen)
 with torch.no_grad():
-    _ref = torch.stack([_gt[t, 0] * _nets[int(_ix[t, 0])](_x[t:t + 1])[0] for t in range(_T)])
-    _y = moe_forward(_x, _ix, _gt, _nets)
-check_close("moe_forward with ReLU-FFN experts, k=1", _y, _ref, atol=1e-5)
+    record("moe_forward with ReLU-FFN experts, k=1", moe_forward(_xa, _ixa, _gta, _nets), atol=1e-5, rtol=1e-5)
 
-# (b) SwiGLU experts vs transformers' MixtralExperts on the same stacked weights, k = 3
+# (b) SwiGLU experts on stacked weights (those of transformers' MixtralExperts), k = 3
 _T, _d, _I, _E, _k = 11, 8, 12, 6, 3
-_cfg = _MC(hidden_size=_d, intermediate_size=_I, num_local_experts=_E, num_experts_per_tok=_k)
-_lib = _MEx(_cfg)
-with torch.no_grad():
-    _lib.gate_up_proj.copy_(torch.randn(_E, 2 * _I, _d, generator=_gen) / 3)
-    _lib.down_proj.copy_(torch.randn(_E, _d, _I, generator=_gen) / 3)
+_gate_up = torch.randn(_E, 2 * _I, _d, generator=_gen) / 3
+_down = torch.randn(_E, _d, _I, generator=_gen) / 3
 def _swiglu(e):
     def f(h):
-        g, u = F.linear(h, _lib.gate_up_proj[e]).chunk(2, dim=-1)
-        return F.linear(F.silu(g) * u, _lib.down_proj[e])
+        g, u = F.linear(h, _gate_up[e]).chunk(2, dim=-1)
+        return F.linear(F.silu(g) * u, _down[e])
     return f
-_x = torch.randn(_T, _d, generator=_gen)
+_xs = torch.randn(_T, _d, generator=_gen)
 _lg = torch.randn(_T, _E, generator=_gen)
-_tp, _ix = torch.softmax(_lg, -1).topk(_k, -1)
-_gt = _tp / _tp.sum(-1, keepdim=True)
+_tp, _ixs = torch.softmax(_lg, -1).topk(_k, -1)
+_gts = _tp / _tp.sum(-1, keepdim=True)
 with torch.no_grad():
-    check_close("moe_forward vs transformers MixtralExperts (k=3)", moe_forward(_x, _ix, _gt, [_swiglu(e) for e in range(_E)]),
-                _lib(_x, _ix, _gt), atol=1e-5)
+    record("moe_forward with SwiGLU experts (transformers MixtralExperts, k=3)",
+           moe_forward(_xs, _ixs, _gts, [_swiglu(e) for e in range(_E)]), atol=1e-5, rtol=1e-5)
 
-# (b2) the whole MixtralSparseMoeBlock (its router gives the routing), same weights, k = 2
-_cfg = _MC(hidden_size=_d, intermediate_size=_I, num_local_experts=_E, num_experts_per_tok=2)
-_blk = _MBlock(_cfg).eval()
+# (b2) the routing of a transformers MixtralSparseMoeBlock (its router), same expert weights, k = 2
+_blk = _MBlock(_MC(hidden_size=_d, intermediate_size=_I, num_local_experts=_E, num_experts_per_tok=2)).eval()
 with torch.no_grad():
     _blk.gate.weight.copy_(torch.randn(_E, _d, generator=_gen))
-    _blk.experts.gate_up_proj.copy_(_lib.gate_up_proj)
-    _blk.experts.down_proj.copy_(_lib.down_proj)
+    _blk.experts.gate_up_proj.copy_(_gate_up)
+    _blk.experts.down_proj.copy_(_down)
     _xb = torch.randn(2, 9, _d, generator=_gen)
-    _, _gt, _ix = _blk.gate(_xb.reshape(-1, _d))
-    check_close("moe_forward vs transformers MixtralSparseMoeBlock (router + experts, k=2)",
-                moe_forward(_xb.reshape(-1, _d), _ix, _gt, [_swiglu(e) for e in range(_E)]).reshape(_xb.shape),
-                _blk(_xb), atol=1e-5)
+    _, _gtb, _ixb = _blk.gate(_xb.reshape(-1, _d))
+    record("moe_forward with the routing and experts of a transformers MixtralSparseMoeBlock (k=2)",
+           moe_forward(_xb.reshape(-1, _d), _ixb, _gtb, [_swiglu(e) for e in range(_E)]).reshape(_xb.shape),
+           atol=1e-5, rtol=1e-5)
 
-# (c) sparsity on a bigger batch
+# (c) sparsity on a bigger batch: the rows every expert sees
 _T, _E, _k = 40, 8, 2
-_x = torch.randn(_T, 3, generator=_gen)
-_ix = torch.stack([torch.randperm(_E - 2, generator=_gen)[:_k] for _ in range(_T)])
-_gt = torch.rand(_T, _k, generator=_gen)
+_xc = torch.randn(_T, 3, generator=_gen)
+_ixc = torch.stack([torch.randperm(_E - 2, generator=_gen)[:_k] for _ in range(_T)])
+_gtc = torch.rand(_T, _k, generator=_gen)
 _ex = [_CountingExpert(float(e) - 2.5) for e in range(_E)]
-check_close("moe_forward, T=40, E=8, k=2", moe_forward(_x, _ix, _gt, _ex),
-            (_gt * (_ix.float() - 2.5)).sum(-1, keepdim=True) * _x, atol=1e-5)
-check_true(all(_c.rows == int((_ix == _e).sum()) for _e, _c in enumerate(_ex)),
-           "every expert must see exactly its routed tokens (T=40, E=8, k=2).")
+record("moe_forward, T=40, E=8, k=2, experts h -> (e - 2.5) h", moe_forward(_xc, _ixc, _gtc, _ex), atol=1e-5, rtol=1e-5)
+record("rows seen by each expert (T=40, E=8, k=2): exactly its routed tokens", [_c.rows for _c in _ex])
+### BEGIN REFERENCE
+from course_utils.grading import expect
+from transformers.models.mixtral.modeling_mixtral import MixtralExperts as _MEx
+with torch.no_grad():
+    # (a) token by token
+    expect("moe_forward with ReLU-FFN experts, k=1",
+           torch.stack([_gta[t, 0] * _nets[int(_ixa[t, 0])](_xa[t:t + 1])[0] for t in range(_xa.shape[0])]),
+           atol=1e-5, rtol=1e-5)
+    # (b) transformers' MixtralExperts on the same stacked weights
+    _lib = _MEx(_MC(hidden_size=_d, intermediate_size=_I, num_local_experts=6, num_experts_per_tok=3))
+    _lib.gate_up_proj.copy_(_gate_up)
+    _lib.down_proj.copy_(_down)
+    expect("moe_forward with SwiGLU experts (transformers MixtralExperts, k=3)", _lib(_xs, _ixs, _gts), atol=1e-5, rtol=1e-5)
+    # (b2) the whole block
+    expect("moe_forward with the routing and experts of a transformers MixtralSparseMoeBlock (k=2)", _blk(_xb),
+           atol=1e-5, rtol=1e-5)
+    # (c) closed form
+    expect("moe_forward, T=40, E=8, k=2, experts h -> (e - 2.5) h",
+           (_gtc * (_ixc.float() - 2.5)).sum(-1, keepdim=True) * _xc, atol=1e-5, rtol=1e-5)
+expect("rows seen by each expert (T=40, E=8, k=2): exactly its routed tokens", [int((_ixc == e).sum()) for e in range(8)])
+### END REFERENCE
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -738,9 +799,9 @@ check_equal("active parameters of Mixtral 8x7B (k=2 of E=8 experts)", int(_res[1
             _total - _experts + _experts * _cfg.num_experts_per_tok // _cfg.num_local_experts)
 print("Visible tests passed.")
 ### BEGIN HIDDEN TESTS
-from course_utils.grading import assert_untampered
-assert_untampered()
-check_true(moe_param_counts.__module__ == "__main__", "moe_param_counts must be defined in this notebook.")
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import record, switched_off
+record("module of moe_param_counts (it must be defined in this notebook)", moe_param_counts.__module__)
 from types import SimpleNamespace
 import transformers.models.mixtral.modeling_mixtral as _mmx
 _configs = [MixtralConfig(**_kw) for _kw in [
@@ -753,16 +814,8 @@ _configs = [MixtralConfig(**_kw) for _kw in [
 # a plain object with the documented attributes
 _ns = SimpleNamespace(hidden_size=40, intermediate_size=56, num_hidden_layers=3, num_attention_heads=5, num_key_value_heads=1,
                       head_dim=None, vocab_size=90, num_local_experts=7, num_experts_per_tok=2, tie_word_embeddings=False)
-_refs = []
-for _c in _configs + [MixtralConfig(**vars(_ns))]:
-    with torch.device("meta"):
-        _m = _mmx.MixtralForCausalLM(_c)
-    _tt = sum(p.numel() for p in _m.parameters())
-    _ee = sum(p.numel() for n, p in _m.named_parameters() if ".experts." in n)
-    _refs.append((_tt, _tt - _ee + _ee * _c.num_experts_per_tok // _c.num_local_experts))
 # the student's function runs with Mixtral's modules switched off: the exercise asks for a formula.
 # __init__ catches every way of building one (any alias, Auto classes); the class names give the aliases.
-from course_utils.grading import switched_off
 _classes = ("MixtralForCausalLM", "MixtralModel", "MixtralDecoderLayer", "MixtralSparseMoeBlock", "MixtralExperts",
             "MixtralAttention")
 _paths = [f"{_mmx.__name__}.{_n}.__init__" for _n in _classes] + [f"{_mmx.__name__}.{_n}" for _n in _classes]
@@ -779,13 +832,27 @@ with switched_off(*_paths, functions=[moe_param_counts],
             raise AssertionError(f"moe_param_counts failed on {'a plain config object' if _c is _ns else 'a MixtralConfig'} "
                                  f"({type(_exc).__name__}: {_exc}); compute the counts with a formula from the "
                                  "config attributes.") from None
-for _c, _r, (_tt, _aa) in zip(_configs + [_ns], _got, _refs):
-    _what = "plain config object" if _c is _ns else (f"hidden_size={_c.hidden_size}, layers={_c.num_hidden_layers}, "
-                                                    f"E={_c.num_local_experts}, k={_c.num_experts_per_tok}, "
-                                                    f"kv_heads={_c.num_key_value_heads}, tied={_c.tie_word_embeddings}")
-    check_true(isinstance(_r, tuple) and len(_r) == 2, "moe_param_counts must return a tuple (total, active).")
-    check_equal(f"total parameters ({_what})", int(_r[0]), _tt)
-    check_equal(f"active parameters ({_what})", int(_r[1]), _aa)
+def _describe(c):
+    return "a plain config object" if c is _ns else (f"hidden_size={c.hidden_size}, layers={c.num_hidden_layers}, "
+                                                     f"E={c.num_local_experts}, k={c.num_experts_per_tok}, "
+                                                     f"kv_heads={c.num_key_value_heads}, tied={c.tie_word_embeddings}")
+
+
+for _c, _r in zip(_configs + [_ns], _got):
+    record(f"type of the result of moe_param_counts ({_describe(_c)}): a tuple", type(_r).__name__)
+    record(f"[total, active] parameters ({_describe(_c)})", [int(_v) for _v in _r])
+### BEGIN REFERENCE
+from course_utils.grading import expect
+for _c in _configs + [_ns]:
+    _mc = _c if _c is not _ns else MixtralConfig(**vars(_ns))
+    with torch.device("meta"):
+        _m = _mmx.MixtralForCausalLM(_mc)
+    _tt = sum(p.numel() for p in _m.parameters())
+    _ee = sum(p.numel() for n, p in _m.named_parameters() if ".experts." in n)
+    expect(f"type of the result of moe_param_counts ({_describe(_c)}): a tuple", "tuple")
+    expect(f"[total, active] parameters ({_describe(_c)})",
+           [_tt, _tt - _ee + _ee * _mc.num_experts_per_tok // _mc.num_local_experts])
+### END REFERENCE
 ### END HIDDEN TESTS
 
 # %% nbgrader={"grade": false, "grade_id": "check_mixtral_params", "locked": true, "schema_version": 3, "solution": false, "task": false} tags=["nbval-check-output"]

@@ -190,26 +190,32 @@ try:
 except ValueError:
     pass
 ### BEGIN HIDDEN TESTS
-from course_utils.grading import assert_untampered, switched_off
-assert_untampered()
-_g = torch.Generator().manual_seed(11)
-_x = torch.randn(3, 5, 50, generator=_g)
-_x0 = _x.clone()
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import outcome, record, switched_off
+_x = torch.randn(3, 5, 50, generator=torch.Generator().manual_seed(11))
 with switched_off("transformers.generation.logits_process.TemperatureLogitsWarper.__call__",
                   functions=[apply_temperature], hint="write the temperature yourself, without transformers' warpers"):
     _out = apply_temperature(_x, 1.7)
-check_close("apply_temperature on a (3, 5, 50) batch, tau=1.7", _out,
-            TemperatureLogitsWarper(1.7)(None, _x.reshape(-1, 50)).reshape(3, 5, 50), atol=1e-6)
-check_true(torch.equal(_x, _x0), "apply_temperature must not modify its input in place")
-for _dt in (torch.float16, torch.bfloat16):
-    check_equal(f"dtype for {_dt} input", apply_temperature(_x.to(_dt), 0.7).dtype, _dt)
+    record("x after apply_temperature(x, 1.7) (x must not be modified in place)", _x)
+    record("apply_temperature on a (3, 5, 50) batch, tau=1.7", _out, atol=1e-6)
+    for _dt, _tol in ((torch.float16, 1e-3), (torch.bfloat16, 8e-3)):
+        record(f"apply_temperature(x in {_dt}, 0.7): a {_dt} result", apply_temperature(_x.to(_dt), 0.7),
+               atol=_tol, rtol=_tol)
+    for _bad in (-1.0, -0.5):
+        record(f"apply_temperature(x, {_bad}) (a temperature <= 0 raises ValueError)", outcome(apply_temperature, _x, _bad))
+### BEGIN REFERENCE
+from course_utils.grading import expect
+_x0 = torch.randn(3, 5, 50, generator=torch.Generator().manual_seed(11))
+expect("x after apply_temperature(x, 1.7) (x must not be modified in place)", _x0)
+expect("apply_temperature on a (3, 5, 50) batch, tau=1.7",
+       TemperatureLogitsWarper(1.7)(None, _x0.reshape(-1, 50)).reshape(3, 5, 50), atol=1e-6)
+for _dt, _tol in ((torch.float16, 1e-3), (torch.bfloat16, 8e-3)):
+    expect(f"apply_temperature(x in {_dt}, 0.7): a {_dt} result",
+           TemperatureLogitsWarper(0.7)(None, _x0.to(_dt).reshape(-1, 50)).reshape(3, 5, 50), atol=_tol, rtol=_tol)
 for _bad in (-1.0, -0.5):
-    try:
-        apply_temperature(_x, _bad)
-        raise AssertionError(f"apply_temperature(z, {_bad}) must raise ValueError")
-    except ValueError:
-        pass
-del _g, _x, _x0, _out, _dt, _bad
+    expect(f"apply_temperature(x, {_bad}) (a temperature <= 0 raises ValueError)", "raises ValueError")
+### END REFERENCE
+del _x, _out, _dt, _tol, _bad
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -243,28 +249,34 @@ check_equal("top_k_filter(z, 2)", top_k_filter(_z, 2).tolist(), [[3.0, _inf, 2.0
 check_equal("top_k_filter([1, 2, 2, 2, 0], 2): ties with the 2nd largest are kept",
             top_k_filter(torch.tensor([[1.0, 2.0, 2.0, 2.0, 0.0]]), 2).tolist(), [[_inf, 2.0, 2.0, 2.0, _inf]])
 ### BEGIN HIDDEN TESTS
-from course_utils.grading import assert_untampered, switched_off
-assert_untampered()
-_g = torch.Generator().manual_seed(12)
-_x = torch.randn(6, 200, generator=_g)
-_x[0, :10] = 5.0          # a block of ties at the top
-_x[1, 3:7] = _x[1].topk(3).values[-1]   # ties with the k-th value
-_x0 = _x.clone()
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import record, switched_off
+def _topk_input():
+    x = torch.randn(6, 200, generator=torch.Generator().manual_seed(12))
+    x[0, :10] = 5.0                          # a block of ties at the top
+    x[1, 3:7] = x[1].topk(3).values[-1]      # ties with the k-th value
+    return x
+_x = _topk_input()
+_topk_cases = [(3, 1, _inf), (1, 1, _inf), (7, 1, -100.0), (2, 5, _inf), (500, 1, _inf)]
 with switched_off("transformers.generation.logits_process.TopKLogitsWarper.__call__",
                   functions=[top_k_filter], hint="write top-k yourself, without transformers' warpers"):
-    _cases = [(_k, _m, _f, top_k_filter(_x, _k, min_tokens_to_keep=_m, filter_value=_f))
-              for _k, _m, _f in [(3, 1, _inf), (1, 1, _inf), (7, 1, -100.0), (2, 5, _inf), (500, 1, _inf)]]
-    _b3 = top_k_filter(_x.reshape(2, 3, 200), 4)
-    _half = top_k_filter(_x.to(torch.bfloat16), 4)
-for _k, _m, _f, _out in _cases:
-    _ref = TopKLogitsWarper(_k, filter_value=_f, min_tokens_to_keep=_m)(None, _x.clone())
-    check_equal(f"top_k_filter(k={_k}, min_tokens_to_keep={_m}, filter_value={_f}) on random rows with ties",
-                _out.tolist(), _ref.tolist())
-check_equal("top_k_filter on a (2, 3, 200) batch", _b3.reshape(6, 200).tolist(), TopKLogitsWarper(4)(None, _x.clone()).tolist())
-check_equal("dtype for bfloat16 input", _half.dtype, torch.bfloat16)
-check_equal("bfloat16 result", _half.tolist(), TopKLogitsWarper(4)(None, _x.to(torch.bfloat16)).tolist())
-check_true(torch.equal(_x, _x0), "top_k_filter must not modify its input in place")
-del _g, _x, _x0, _cases, _b3, _half, _k, _m, _f, _out, _ref
+    for _k, _m, _f in _topk_cases:
+        record(f"top_k_filter(k={_k}, min_tokens_to_keep={_m}, filter_value={_f}) on random rows with ties",
+               top_k_filter(_x, _k, min_tokens_to_keep=_m, filter_value=_f))
+    record("top_k_filter(k=4) on a (2, 3, 200) batch", top_k_filter(_x.reshape(2, 3, 200), 4))
+    record("top_k_filter(k=4) on bfloat16 input: a bfloat16 result", top_k_filter(_x.to(torch.bfloat16), 4))
+record("x after top_k_filter (x must not be modified in place)", _x)
+### BEGIN REFERENCE
+from course_utils.grading import expect
+_x0 = _topk_input()
+for _k, _m, _f in _topk_cases:
+    expect(f"top_k_filter(k={_k}, min_tokens_to_keep={_m}, filter_value={_f}) on random rows with ties",
+           TopKLogitsWarper(_k, filter_value=_f, min_tokens_to_keep=_m)(None, _x0.clone()))
+expect("top_k_filter(k=4) on a (2, 3, 200) batch", TopKLogitsWarper(4)(None, _x0.clone()).reshape(2, 3, 200))
+expect("top_k_filter(k=4) on bfloat16 input: a bfloat16 result", TopKLogitsWarper(4)(None, _x0.to(torch.bfloat16)))
+expect("x after top_k_filter (x must not be modified in place)", _x0)
+### END REFERENCE
+del _topk_input, _x, _topk_cases, _k, _m, _f
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -314,39 +326,40 @@ try:
 except ValueError:
     pass
 ### BEGIN HIDDEN TESTS
-from course_utils.grading import assert_untampered, switched_off
-assert_untampered()
-_g = torch.Generator().manual_seed(13)
-_x = torch.randn(64, 300, generator=_g) * 2.5
-_x0 = _x.clone()
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import outcome, record, switched_off
+_x = torch.randn(64, 300, generator=torch.Generator().manual_seed(13)) * 2.5
 _ps = [0.05, 0.3, 0.5, 0.77, 0.95, 0.999]
+_pm = [(1, _inf), (4, -50.0)]
 with switched_off("transformers.generation.logits_process.TopPLogitsWarper.__call__",
                   functions=[top_p_filter], hint="write top-p yourself, without transformers' warpers"):
-    _outs = {(_p, _m, _f): top_p_filter(_x, _p, min_tokens_to_keep=_m, filter_value=_f)
-             for _p in _ps for _m, _f in [(1, _inf), (4, -50.0)]}
-    _one = top_p_filter(_x, 1.0)
-    _b3 = top_p_filter(_x.reshape(8, 8, 300), 0.8)
-    _h16 = top_p_filter(_x.to(torch.float16), 0.7)
-    _bad = []
+    for _p in _ps:
+        for _m, _f in _pm:
+            record(f"top_p_filter(top_p={_p}, min_tokens_to_keep={_m}, filter_value={_f}) on 64 random rows",
+                   top_p_filter(_x, _p, min_tokens_to_keep=_m, filter_value=_f))
+    record("top_p_filter(top_p=1.0) (keeps every token)", top_p_filter(_x, 1.0))
+    record("top_p_filter(top_p=0.8) on a (8, 8, 300) batch", top_p_filter(_x.reshape(8, 8, 300), 0.8))
+    record("top_p_filter(top_p=0.7) on float16 input: a float16 result, the nucleus computed in float32",
+           top_p_filter(_x.to(torch.float16), 0.7))
     for _p in (-0.1, 0.0, 1.01, 2.0):
-        try:
-            top_p_filter(_x, _p)
-            _bad.append(_p)
-        except ValueError:
-            pass
-for (_p, _m, _f), _out in _outs.items():
-    _ref = TopPLogitsWarper(_p, filter_value=_f, min_tokens_to_keep=_m)(None, _x.clone())
-    _nk, _nr = (_out != _f).sum(-1), (_ref != _f).sum(-1)
-    check_true(torch.equal(_out, _ref), f"top_p_filter(top_p={_p}, min_tokens_to_keep={_m}, filter_value={_f}) "
-               f"differs from TopPLogitsWarper: tokens kept per row {_nk[:8].tolist()} vs {_nr[:8].tolist()}")
-check_true(torch.equal(_one, _x), "top_p=1.0 must keep every token")
-check_true(torch.equal(_b3.reshape(64, 300), TopPLogitsWarper(0.8)(None, _x.clone())), "top_p_filter on a (8, 8, 300) batch")
-check_equal("dtype for float16 input", _h16.dtype, torch.float16)
-check_true(torch.equal(torch.isinf(_h16), torch.isinf(TopPLogitsWarper(0.7)(None, _x.half().float()))),
-           "float16 input: the nucleus must be the same as for the float32 logits (compute the probabilities in float32)")
-check_true(not _bad, f"top_p_filter must raise ValueError for top_p = {_bad}")
-check_true(torch.equal(_x, _x0), "top_p_filter must not modify its input in place")
-del _g, _x, _x0, _ps, _outs, _one, _b3, _h16, _bad, _p, _m, _f, _out, _ref, _nk, _nr
+        record(f"top_p_filter(x, {_p}) (top_p outside (0, 1] raises ValueError)", outcome(top_p_filter, _x, _p))
+record("x after top_p_filter (x must not be modified in place)", _x)
+### BEGIN REFERENCE
+from course_utils.grading import expect
+_x0 = torch.randn(64, 300, generator=torch.Generator().manual_seed(13)) * 2.5
+for _p in _ps:
+    for _m, _f in _pm:
+        expect(f"top_p_filter(top_p={_p}, min_tokens_to_keep={_m}, filter_value={_f}) on 64 random rows",
+               TopPLogitsWarper(_p, filter_value=_f, min_tokens_to_keep=_m)(None, _x0.clone()))
+expect("top_p_filter(top_p=1.0) (keeps every token)", _x0)
+expect("top_p_filter(top_p=0.8) on a (8, 8, 300) batch", TopPLogitsWarper(0.8)(None, _x0.clone()).reshape(8, 8, 300))
+expect("top_p_filter(top_p=0.7) on float16 input: a float16 result, the nucleus computed in float32",
+       TopPLogitsWarper(0.7)(None, _x0.half().float()).half())
+for _p in (-0.1, 0.0, 1.01, 2.0):
+    expect(f"top_p_filter(x, {_p}) (top_p outside (0, 1] raises ValueError)", "raises ValueError")
+expect("x after top_p_filter (x must not be modified in place)", _x0)
+### END REFERENCE
+del _x, _ps, _pm, _p, _m, _f
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -383,21 +396,27 @@ check_true(torch.equal(torch.isinf(_out), torch.isinf(_ref)),
            f"{(~torch.isinf(_ref)).sum(-1).tolist()} (is the temperature applied first?)")
 check_close("process_logits(x, 0.5, top_p=0.8) kept values", _out[~torch.isinf(_out)], _ref[~torch.isinf(_ref)], atol=1e-5)
 ### BEGIN HIDDEN TESTS
-from course_utils.grading import assert_untampered
-assert_untampered()
-_x = torch.randn(16, 400, generator=_g) * 3
-_x0 = _x.clone()
-for _t, _k, _p, _m in [(1.3, 20, 0.6, 1), (0.7, 50, 0.9, 1), (2.0, None, 0.5, 1), (0.4, 30, None, 1), (0.6, 10, 0.3, 3)]:
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import record
+_x = torch.randn(16, 400, generator=torch.Generator().manual_seed(44)) * 3
+_pipe_cases = [(1.3, 20, 0.6, 1), (0.7, 50, 0.9, 1), (2.0, None, 0.5, 1), (0.4, 30, None, 1), (0.6, 10, 0.3, 3)]
+for _t, _k, _p, _m in _pipe_cases:
+    # -inf where a token is removed (exact), the kept logits within 1e-5
+    record(f"process_logits(x, temperature={_t}, top_k={_k}, top_p={_p}, min_tokens_to_keep={_m}) on 16 rows",
+           process_logits(_x, temperature=_t, top_k=_k, top_p=_p, min_tokens_to_keep=_m), atol=1e-5)
+record("x after process_logits (x must not be modified in place)", _x)
+### BEGIN REFERENCE
+from course_utils.grading import expect
+_x0 = torch.randn(16, 400, generator=torch.Generator().manual_seed(44)) * 3
+for _t, _k, _p, _m in _pipe_cases:
     _procs = [TemperatureLogitsWarper(_t)]
     _procs += [TopKLogitsWarper(_k, min_tokens_to_keep=_m)] if _k is not None else []
     _procs += [TopPLogitsWarper(_p, min_tokens_to_keep=_m)] if _p is not None else []
-    _ref = LogitsProcessorList(_procs)(None, _x.clone())
-    _out = process_logits(_x, temperature=_t, top_k=_k, top_p=_p, min_tokens_to_keep=_m)
-    check_true(torch.equal(torch.isinf(_out), torch.isinf(_ref)), f"tau={_t}, top_k={_k}, top_p={_p}, min_tokens_to_keep={_m}: "
-               f"kept {(~torch.isinf(_out)).sum(-1)[:6].tolist()} vs {(~torch.isinf(_ref)).sum(-1)[:6].tolist()}")
-    check_close(f"kept values for tau={_t}", _out[~torch.isinf(_out)], _ref[~torch.isinf(_ref)], atol=1e-5)
-check_true(torch.equal(_x, _x0), "process_logits must not modify its input")
-del _g, _x, _x0, _t, _k, _p, _m, _procs, _ref, _out
+    expect(f"process_logits(x, temperature={_t}, top_k={_k}, top_p={_p}, min_tokens_to_keep={_m}) on 16 rows",
+           LogitsProcessorList(_procs)(None, _x0.clone()), atol=1e-5)
+expect("x after process_logits (x must not be modified in place)", _x0)
+### END REFERENCE
+del _g, _x, _pipe_cases, _t, _k, _p, _m
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -461,20 +480,26 @@ _out = sample_generate(_m, _ids, 12, temperature=0.9)
 check_equal("sample_generate(temperature=0.9) vs generate(do_sample=True, temperature=0.9, top_k=None), same seed",
             _out.tolist(), _ref.tolist())
 ### BEGIN HIDDEN TESTS
-from course_utils.grading import assert_untampered
-assert_untampered()
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+# The contract fixes how the random generator is used (one torch.multinomial(probs, 1) per step on
+# torch's global generator), so the drawn ids themselves are recorded.
+from course_utils.grading import record
 _m = tiny_gpt2(seed=2, vocab_size=700)
 _ids = torch.tensor([[3, 14, 15, 92, 65, 35], [8, 9, 79, 32, 38, 4]])
-for _seed, _t, _k, _p in [(7, 1.0, None, None), (8, 0.7, None, 0.9), (9, 1.4, 40, None), (10, 0.8, 25, 0.7), (11, 1.0, 50, None)]:
+_sample_cases = [(7, 1.0, None, None), (8, 0.7, None, 0.9), (9, 1.4, 40, None), (10, 0.8, 25, 0.7), (11, 1.0, 50, None)]
+for _seed, _t, _k, _p in _sample_cases:
     torch.manual_seed(_seed)
-    _ref = _m.generate(_ids, attention_mask=torch.ones_like(_ids), do_sample=True, temperature=_t, top_k=_k,
-                       top_p=_p, max_new_tokens=15, pad_token_id=0)
+    record(f"sample_generate(batch of 2, 15 tokens, temperature={_t}, top_k={_k}, top_p={_p}) after torch.manual_seed({_seed})",
+           sample_generate(_m, _ids, 15, temperature=_t, top_k=_k, top_p=_p))
+### BEGIN REFERENCE
+from course_utils.grading import expect
+for _seed, _t, _k, _p in _sample_cases:
     torch.manual_seed(_seed)
-    _out = sample_generate(_m, _ids, 15, temperature=_t, top_k=_k, top_p=_p)
-    check_equal(f"sample_generate(batch of 2, temperature={_t}, top_k={_k}, top_p={_p}) vs generate, seed {_seed}",
-                _out.tolist(), _ref.tolist())
-check_equal("dtype of the returned ids", _out.dtype, torch.long)
-del _m, _ids, _seed, _t, _k, _p, _ref, _out
+    expect(f"sample_generate(batch of 2, 15 tokens, temperature={_t}, top_k={_k}, top_p={_p}) after torch.manual_seed({_seed})",
+           _m.generate(_ids, attention_mask=torch.ones_like(_ids), do_sample=True, temperature=_t, top_k=_k,
+                       top_p=_p, max_new_tokens=15, pad_token_id=0))
+### END REFERENCE
+del _m, _ids, _sample_cases, _seed, _t, _k, _p
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -560,26 +585,30 @@ _ids = torch.tensor([[11, 22, 33, 44, 55, 66, 77]])
 _ref = _m.generate(_ids, attention_mask=torch.ones_like(_ids), do_sample=False, max_new_tokens=10, pad_token_id=0)
 check_equal("greedy_generate_cached vs generate(do_sample=False)", greedy_generate_cached(_m, _ids, 10).tolist(), _ref.tolist())
 ### BEGIN HIDDEN TESTS
-from course_utils.grading import assert_untampered
-assert_untampered()
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import record
 _m = tiny_gpt2(seed=4, vocab_size=500)
 _ids = torch.tensor([[5, 6, 7, 8, 9, 10, 11, 12, 13], [99, 98, 97, 96, 95, 94, 93, 92, 91]])
-_seen, _step_logits = [], []
+_seen, _step_logits = [], []     # observed by hooks on the model: tokens per forward pass, last logits of each pass
 _h = _m.transformer.wte.register_forward_pre_hook(lambda mod, args: _seen.append(args[0].shape[1]))
 _h2 = _m.lm_head.register_forward_hook(lambda mod, args, out: _step_logits.append(out[:, -1].detach().clone()))
 try:
     _out = greedy_generate_cached(_m, _ids, 14)
 finally:
     _h.remove(); _h2.remove()
+record("greedy_generate_cached on a batch of 2, 14 tokens", _out)
+record("tokens given to each forward pass (prompt once, then 1 per step)", list(_seen))
+record("logits of every cached step (positions must advance with the cache)", torch.stack(_step_logits, dim=1), atol=1e-4)
+### BEGIN REFERENCE
+from course_utils.grading import expect
 _ref = _m.generate(_ids, attention_mask=torch.ones_like(_ids), do_sample=False, max_new_tokens=14, pad_token_id=0)
-check_equal("greedy_generate_cached on a batch of 2, 14 tokens", _out.tolist(), _ref.tolist())
-check_equal("tokens given to each forward pass (prompt once, then 1 per step)", _seen, [9] + [1] * 13)
-check_equal("dtype", _out.dtype, torch.long)
+expect("greedy_generate_cached on a batch of 2, 14 tokens", _ref)
+expect("tokens given to each forward pass (prompt once, then 1 per step)", [9] + [1] * 13)
 with torch.no_grad():                                   # a full recompute of every step, positions 8 ... 21
-    _full = _m(_out[:, :-1]).logits[:, _ids.shape[1] - 1:]
-check_close("logits of every cached step vs a full recompute (positions must advance with the cache)",
-            torch.stack(_step_logits, dim=1), _full, atol=1e-4)
-del _m, _ids, _seen, _step_logits, _h, _h2, _out, _ref, _full
+    _full = _m(_ref[:, :-1]).logits[:, _ids.shape[1] - 1:]
+expect("logits of every cached step (positions must advance with the cache)", _full, atol=1e-4)
+### END REFERENCE
+del _m, _ids, _seen, _step_logits, _h, _h2, _out
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -615,24 +644,34 @@ from course_utils.grading import check_close
 check_close("distinct_n([1, 2, 1, 2, 1], 2)  (bigrams 12 21 12 21: 2 distinct of 4)", distinct_n([1, 2, 1, 2, 1], 2), 0.5)
 check_close("distinct_n(list('abcd'), 1)", distinct_n(list("abcd"), 1), 1.0)
 ### BEGIN HIDDEN TESTS
-from course_utils.grading import assert_untampered, check_true
-assert_untampered()
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import outcome, record
 _g = torch.Generator().manual_seed(7)
-for _n in (1, 2, 3, 4):
-    _t = torch.randint(0, 6, (40,), generator=_g)
+_ts = {_n: torch.randint(0, 6, (40,), generator=_g) for _n in (1, 2, 3, 4)}
+# float(...): any real number type is accepted (a float, a NumPy float, a 0-d tensor), as the old check_close did
+for _n, _t in _ts.items():
+    record(f"distinct_n(1-D tensor of 40 ids, n={_n})", float(distinct_n(_t, _n)), atol=1e-6, rtol=1e-5)
+    record(f"distinct_n(list of 40 ids, n={_n})", float(distinct_n(_t.tolist(), _n)), atol=1e-6, rtol=1e-5)
+record("distinct_n of 'the cat the cat the'.split(), n=3", float(distinct_n("the cat the cat the".split(), 3)),
+       atol=1e-6, rtol=1e-5)
+record("distinct_n([4, 5], 3): fewer tokens than n", float(distinct_n([4, 5], 3)), atol=1e-6, rtol=1e-5)
+record("distinct_n([7] * 10, 1)", float(distinct_n([7] * 10, 1)), atol=1e-6, rtol=1e-5)
+for _bad in (0, -1):
+    record(f"distinct_n([1, 2, 3], {_bad}) (n < 1 raises ValueError)", outcome(distinct_n, [1, 2, 3], _bad))
+### BEGIN REFERENCE
+from course_utils.grading import expect
+for _n, _t in _ts.items():
     _w = _t.unfold(0, _n, 1)
     _exp = torch.unique(_w, dim=0).shape[0] / _w.shape[0]
-    check_close(f"distinct_n(1-D tensor of 40 ids, n={_n})", distinct_n(_t, _n), _exp)
-    check_close(f"distinct_n(list of 40 ids, n={_n})", distinct_n(_t.tolist(), _n), _exp)
-check_close("distinct_n of 'the cat the cat the'.split(), n=3", distinct_n("the cat the cat the".split(), 3), 2 / 3)
-check_close("distinct_n([4, 5], 3): fewer tokens than n", distinct_n([4, 5], 3), 0.0)
-check_close("distinct_n([7] * 10, 1)", distinct_n([7] * 10, 1), 0.1)
-try:
-    distinct_n([1, 2, 3], 0)
-    raise AssertionError("distinct_n(tokens, 0) must raise ValueError")
-except ValueError:
-    pass
-del _g, _n, _t, _w, _exp
+    expect(f"distinct_n(1-D tensor of 40 ids, n={_n})", _exp, atol=1e-6, rtol=1e-5)
+    expect(f"distinct_n(list of 40 ids, n={_n})", _exp, atol=1e-6, rtol=1e-5)
+expect("distinct_n of 'the cat the cat the'.split(), n=3", 2 / 3, atol=1e-6, rtol=1e-5)
+expect("distinct_n([4, 5], 3): fewer tokens than n", 0.0, atol=1e-6, rtol=1e-5)
+expect("distinct_n([7] * 10, 1)", 0.1, atol=1e-6, rtol=1e-5)
+for _bad in (0, -1):
+    expect(f"distinct_n([1, 2, 3], {_bad}) (n < 1 raises ValueError)", "raises ValueError")
+### END REFERENCE
+del _g, _ts, _n, _t, _bad
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -233,31 +233,38 @@ check_equal("few-shot prompt with the book's two examples (Book §5.5.3, prompt_
             build_few_shot_prompt(task, _book_ex, _q), prompt_few)
 print("Visible tests passed.")
 ### BEGIN HIDDEN TESTS
-from course_utils.grading import assert_untampered
-assert_untampered()
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import outcome, record
+record("module of build_few_shot_prompt (it must be defined in this notebook)", build_few_shot_prompt.__module__)
 _ex3 = [["a b", "X"], ("c", "Y"), ("d e f", "Z")]
-_ex3_copy = [list(e) for e in _ex3]
-_got = build_few_shot_prompt("T", _ex3, "q?", separator="\n---\n")
-check_equal("three examples, separator '\\n---\\n'", _got,
-            'T\n---\nTexto: "a b"\nSentimento: X\n---\nTexto: "c"\nSentimento: Y\n---\nTexto: "d e f"\nSentimento: Z'
-            '\n---\nTexto: "q?"\nSentimento:')
-check_equal("examples must not be modified", [list(e) for e in _ex3], _ex3_copy)
-check_equal("one example, default separator", build_few_shot_prompt("Tarefa.", [("bom", "POSITIVO")], "ruim"),
-            'Tarefa.\n\nTexto: "bom"\nSentimento: POSITIVO\n\nTexto: "ruim"\nSentimento:')
-check_equal("separator ' | ', zero-shot", build_few_shot_prompt("T", (), "x", separator=" | "), 'T | Texto: "x"\nSentimento:')
-check_true(build_few_shot_prompt("T", iter([("a", "B")]), "x").count("Texto:") == 2,
-           "examples may be any iterable of pairs (e.g. a generator).")
-for _bad in [dict(task="", examples=[], query="x"), dict(task="   ", examples=[], query="x"),
-             dict(task="T", examples=[], query=""), dict(task="T", examples=[], query=" \n"),
-             dict(task="T", examples=[("a", "")], query="x"), dict(task="T", examples=[("", "L")], query="x"),
-             dict(task="T", examples=[("a", "B", "C")], query="x")]:
-    try:
-        build_few_shot_prompt(**_bad)
-    except ValueError:
-        pass
-    else:
-        raise AssertionError(f"build_few_shot_prompt({_bad}) must raise ValueError.")
-del _ex3, _ex3_copy, _got, _bad
+record("build_few_shot_prompt('T', three examples, 'q?', separator='\\n---\\n')",
+       build_few_shot_prompt("T", _ex3, "q?", separator="\n---\n"))
+record("examples after build_few_shot_prompt (they must not be modified)", _ex3)
+record("build_few_shot_prompt('Tarefa.', [('bom', 'POSITIVO')], 'ruim') (one example, default separator)",
+       build_few_shot_prompt("Tarefa.", [("bom", "POSITIVO")], "ruim"))
+record("build_few_shot_prompt('T', (), 'x', separator=' | ') (zero-shot)", build_few_shot_prompt("T", (), "x", separator=" | "))
+record("build_few_shot_prompt('T', iter([('a', 'B')]), 'x') (examples may be any iterable of pairs)",
+       build_few_shot_prompt("T", iter([("a", "B")]), "x"))
+_bad_calls = [dict(task="", examples=[], query="x"), dict(task="   ", examples=[], query="x"),
+              dict(task="T", examples=[], query=""), dict(task="T", examples=[], query=" \n"),
+              dict(task="T", examples=[("a", "")], query="x"), dict(task="T", examples=[("", "L")], query="x"),
+              dict(task="T", examples=[("a", "B", "C")], query="x")]
+for _bad in _bad_calls:
+    record(f"build_few_shot_prompt(**{_bad!r})", outcome(build_few_shot_prompt, **_bad))
+### BEGIN REFERENCE
+from course_utils.grading import expect
+expect("build_few_shot_prompt('T', three examples, 'q?', separator='\\n---\\n')",
+       'T\n---\nTexto: "a b"\nSentimento: X\n---\nTexto: "c"\nSentimento: Y\n---\nTexto: "d e f"\nSentimento: Z'
+       '\n---\nTexto: "q?"\nSentimento:')
+expect("examples after build_few_shot_prompt (they must not be modified)", [["a b", "X"], ("c", "Y"), ("d e f", "Z")])
+expect("build_few_shot_prompt('Tarefa.', [('bom', 'POSITIVO')], 'ruim') (one example, default separator)",
+       'Tarefa.\n\nTexto: "bom"\nSentimento: POSITIVO\n\nTexto: "ruim"\nSentimento:')
+expect("build_few_shot_prompt('T', (), 'x', separator=' | ') (zero-shot)", 'T | Texto: "x"\nSentimento:')
+expect("build_few_shot_prompt('T', iter([('a', 'B')]), 'x') (examples may be any iterable of pairs)",
+       'T\n\nTexto: "a"\nSentimento: B\n\nTexto: "x"\nSentimento:')
+for _bad in _bad_calls:
+    expect(f"build_few_shot_prompt(**{_bad!r})", "raises ValueError")
+### END REFERENCE
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -311,24 +318,28 @@ for _ans, _want in [("NEGATIVO", "NEGATIVO"), ("Negativo.", "NEGATIVO"), ("  pos
     check_equal(f"normalize_label({_ans!r})", normalize_label(_ans), _want)
 print("Visible tests passed.")
 ### BEGIN HIDDEN TESTS
-from course_utils.grading import assert_untampered
-assert_untampered()
-for _ans, _want in [("NEGATÍVO", "NEGATIVO"), ("pósitivo", "POSITIVO"), ("Positíva!", "POSITIVO"),
-                    ("negativa", "NEGATIVO"), ("POSITIVE.", "POSITIVO"), ("\tnegative\n", "NEGATIVO"),
-                    ("O sentimento é negativo, sem dúvida", "NEGATIVO"), ("positivo positivo POSITIVO", "POSITIVO"),
-                    ("(POSITIVO)", "POSITIVO"), ("label=negativo;", "NEGATIVO"), ("2 NEGATIVO 3", "NEGATIVO"),
-                    ("NEGATIVO/POSITIVO", None), ("positive and negative", None), ("", None), ("   ", None),
-                    ("POSITIVELY", None), ("NEGATIVOS", None), ("neutro", None), ("INDETERMINADO", None),
-                    ("Sentimento:", None), ("ＰＯＳＩＴＩＶＯ", "POSITIVO")]:
-    check_equal(f"normalize_label({_ans!r})", normalize_label(_ans), _want)
-for _bad in [None, 3, ["POSITIVO"], b"POSITIVO"]:
-    try:
-        normalize_label(_bad)
-    except TypeError:
-        pass
-    else:
-        raise AssertionError(f"normalize_label({_bad!r}) must raise TypeError.")
-del _ans, _want, _bad
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import outcome, record
+record("module of normalize_label (it must be defined in this notebook)", normalize_label.__module__)
+_answers = ["NEGATÍVO", "pósitivo", "Positíva!", "negativa", "POSITIVE.", "\tnegative\n",
+            "O sentimento é negativo, sem dúvida", "positivo positivo POSITIVO", "(POSITIVO)", "label=negativo;",
+            "2 NEGATIVO 3", "NEGATIVO/POSITIVO", "positive and negative", "", "   ", "POSITIVELY", "NEGATIVOS",
+            "neutro", "INDETERMINADO", "Sentimento:", "ＰＯＳＩＴＩＶＯ"]
+for _ans in _answers:
+    record(f"normalize_label({_ans!r})", normalize_label(_ans))
+_bads = [None, 3, ["POSITIVO"], b"POSITIVO"]
+for _bad in _bads:
+    record(f"normalize_label({_bad!r}) (not a str)", outcome(normalize_label, _bad))
+### BEGIN REFERENCE
+from course_utils.grading import expect
+_wants = ["NEGATIVO", "POSITIVO", "POSITIVO", "NEGATIVO", "POSITIVO", "NEGATIVO", "NEGATIVO", "POSITIVO", "POSITIVO",
+          "NEGATIVO", "NEGATIVO", None, None, None, None, None, None, None, None, None, "POSITIVO"]
+assert len(_wants) == len(_answers)
+for _ans, _want in zip(_answers, _wants):
+    expect(f"normalize_label({_ans!r})", _want)
+for _bad in _bads:
+    expect(f"normalize_label({_bad!r}) (not a str)", "raises TypeError")
+### END REFERENCE
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -381,28 +392,34 @@ check_equal("majority_vote(['POSITIVO', 'NEGATIVO']) (a tie must abstain)", majo
 check_equal("majority_vote([None, None, None]) (no sample voted, Book §5.7.2)", majority_vote([None, None, None]), "INDETERMINADO")
 print("Visible tests passed.")
 ### BEGIN HIDDEN TESTS
-from course_utils.grading import assert_untampered
-assert_untampered()
-check_equal("tie where the first-seen label would win", majority_vote(["NEGATIVO", "POSITIVO", "POSITIVO", "NEGATIVO"]), "INDETERMINADO")
-check_equal("None does not vote", majority_vote([None, None, "NEGATIVO"]), "NEGATIVO")
-check_equal("None does not vote (3 None vs 2)", majority_vote([None, "POSITIVO", None, None, "POSITIVO"]), "POSITIVO")
-check_equal("None ties do not count", majority_vote([None, "POSITIVO", None, "NEGATIVO"]), "INDETERMINADO")
-check_equal("single sample", majority_vote(["NEGATIVO"]), "NEGATIVO")
-check_equal("three labels, winner last", majority_vote(["a", "b", "c", "c"]), "c")
-check_equal("three labels, 2-2-1 tie", majority_vote(["a", "b", "a", "b", "c"]), "INDETERMINADO")
-check_equal("abstain=None on a tie", majority_vote(["x", "y"], abstain=None), None)
-check_equal("abstain='?' when nothing voted", majority_vote([None], abstain="?"), "?")
-check_equal("tuple input", majority_vote(("POSITIVO", "POSITIVO", "NEGATIVO")), "POSITIVO")
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import outcome, record
+record("module of majority_vote (it must be defined in this notebook)", majority_vote.__module__)
+_votes = [(["NEGATIVO", "POSITIVO", "POSITIVO", "NEGATIVO"], {}, "a tie where the first-seen label would win"),
+          ([None, None, "NEGATIVO"], {}, "None does not vote"),
+          ([None, "POSITIVO", None, None, "POSITIVO"], {}, "None does not vote: 3 None vs 2"),
+          ([None, "POSITIVO", None, "NEGATIVO"], {}, "a tie; the None do not count"),
+          (["NEGATIVO"], {}, "a single sample"),
+          (["a", "b", "c", "c"], {}, "three labels, the winner last"),
+          (["a", "b", "a", "b", "c"], {}, "three labels, a 2-2-1 tie"),
+          (["x", "y"], {"abstain": None}, "abstain=None on a tie"),
+          ([None], {"abstain": "?"}, "abstain='?' when nothing voted"),
+          (("POSITIVO", "POSITIVO", "NEGATIVO"), {}, "a tuple of labels")]
+for _labels, _kw, _what in _votes:
+    record(f"majority_vote({_labels!r}{''.join(f', {k}={v!r}' for k, v in _kw.items())}) ({_what})",
+           majority_vote(_labels, **_kw))
 _lab = ["NEGATIVO", None, "POSITIVO", "NEGATIVO"]
 majority_vote(_lab)
-check_equal("labels must not be modified", _lab, ["NEGATIVO", None, "POSITIVO", "NEGATIVO"])
-try:
-    majority_vote([])
-except ValueError:
-    pass
-else:
-    raise AssertionError("majority_vote([]) must raise ValueError (no samples at all is a caller error).")
-del _lab
+record("labels after majority_vote(labels) (they must not be modified)", _lab)
+record("majority_vote([]) (no samples at all is a caller error)", outcome(majority_vote, []))
+### BEGIN REFERENCE
+from course_utils.grading import expect
+_wants = ["INDETERMINADO", "NEGATIVO", "POSITIVO", "INDETERMINADO", "NEGATIVO", "c", "INDETERMINADO", None, "?", "POSITIVO"]
+for (_labels, _kw, _what), _want in zip(_votes, _wants, strict=True):
+    expect(f"majority_vote({_labels!r}{''.join(f', {k}={v!r}' for k, v in _kw.items())}) ({_what})", _want)
+expect("labels after majority_vote(labels) (they must not be modified)", ["NEGATIVO", None, "POSITIVO", "NEGATIVO"])
+expect("majority_vote([]) (no samples at all is a caller error)", "raises ValueError")
+### END REFERENCE
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -457,8 +474,9 @@ check_equal("predictions", _res["predictions"], ["POSITIVO", None, "NEGATIVO"])
 check_equal("n_unparsed", _res["n_unparsed"], 1)
 print("Visible tests passed.")
 ### BEGIN HIDDEN TESTS
-from course_utils.grading import assert_untampered
-assert_untampered()
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import outcome, record
+record("module of evaluate_accuracy (it must be defined in this notebook)", evaluate_accuracy.__module__)
 
 class _Scripted:
     """Fake generator: returns the scripted answers in order and records every prompt."""
@@ -468,33 +486,49 @@ class _Scripted:
         self.prompts.append(prompt)
         return self.answers[len(self.prompts) - 1]
 
+
+def _acc(res):
+    """The accuracy as recorded: a float subclass (e.g. numpy.float64) counts as a float, anything else stays what it is."""
+    a = res["accuracy"]
+    return float(a) if isinstance(a, float) else a
+
+
 _ex = [{"text": f"t{i}", "label": lab} for i, lab in enumerate(["A", "B", "A", "A", "B", "B", "A"])]
-_ex_copy = [dict(e) for e in _ex]
 _gen = _Scripted(["a", "?", "b", "a", "?", "b", "b"])
 _res = evaluate_accuracy(_gen, _ex, lambda t: f"<{t}>", lambda s: None if s == "?" else s.upper())
-check_equal("generate is called once per example, in order, with make_prompt(text)", _gen.prompts,
-            [f"<t{i}>" for i in range(7)])
-check_equal("predictions", _res["predictions"], ["A", None, "B", "A", None, "B", "B"])
-check_close("accuracy = correct / all examples (not / parsed ones)", _res["accuracy"], 3 / 7)
-check_equal("n", _res["n"], 7)
-check_equal("n_correct", _res["n_correct"], 3)
-check_equal("n_unparsed", _res["n_unparsed"], 2)
-check_true(isinstance(_res["accuracy"], float), "accuracy must be a float.")
-check_equal("examples must not be modified", _ex, _ex_copy)
+_case = "7 examples: 3 right, 2 unparsed, 2 wrong"
+record(f"prompts passed to generate ({_case}; once per example, in order, make_prompt(text))", _gen.prompts)
+record(f"predictions ({_case})", _res["predictions"])
+record(f"accuracy, a float ({_case}; correct / all examples, not / parsed ones)", _acc(_res), atol=1e-9)
+record(f"n ({_case})", _res["n"])
+record(f"n_correct ({_case})", _res["n_correct"])
+record(f"n_unparsed ({_case})", _res["n_unparsed"])
+record(f"examples after evaluate_accuracy ({_case}; they must not be modified)", _ex)
 _res1 = evaluate_accuracy(lambda p: "x", ({"text": "only", "label": "x", "lang": "pt"},), str, str)
-check_close("one example, right", _res1["accuracy"], 1.0)
+record("accuracy with one example (a tuple), right", _acc(_res1), atol=1e-9)
 _res0 = evaluate_accuracy(lambda p: "?", [{"text": "a", "label": "A"}] * 4, str, lambda s: None)
-check_close("all unparsed -> accuracy 0", _res0["accuracy"], 0.0)
-check_equal("all unparsed -> n_unparsed", _res0["n_unparsed"], 4)
+record("accuracy with 4 examples, all unparsed", _acc(_res0), atol=1e-9)
+record("n_unparsed with 4 examples, all unparsed", _res0["n_unparsed"])
 _calls = []
-try:
-    evaluate_accuracy(lambda p: _calls.append(p) or "x", [], str, str)
-except ValueError:
-    pass
-else:
-    raise AssertionError("evaluate_accuracy with an empty labelled set must raise ValueError.")
-check_equal("no generation for an empty set", _calls, [])
-del _Scripted, _ex, _ex_copy, _gen, _res, _res1, _res0, _calls
+record("evaluate_accuracy on an empty labelled set",
+       outcome(evaluate_accuracy, lambda p: _calls.append(p) or "x", [], str, str))
+record("prompts generated for an empty labelled set (there must be none)", _calls)
+### BEGIN REFERENCE
+from course_utils.grading import expect
+expect(f"prompts passed to generate ({_case}; once per example, in order, make_prompt(text))", [f"<t{i}>" for i in range(7)])
+expect(f"predictions ({_case})", ["A", None, "B", "A", None, "B", "B"])
+expect(f"accuracy, a float ({_case}; correct / all examples, not / parsed ones)", 3 / 7, atol=1e-9)
+expect(f"n ({_case})", 7)
+expect(f"n_correct ({_case})", 3)
+expect(f"n_unparsed ({_case})", 2)
+expect(f"examples after evaluate_accuracy ({_case}; they must not be modified)",
+       [{"text": f"t{i}", "label": lab} for i, lab in enumerate(["A", "B", "A", "A", "B", "B", "A"])])
+expect("accuracy with one example (a tuple), right", 1.0, atol=1e-9)
+expect("accuracy with 4 examples, all unparsed", 0.0, atol=1e-9)
+expect("n_unparsed with 4 examples, all unparsed", 4)
+expect("evaluate_accuracy on an empty labelled set", "raises ValueError")
+expect("prompts generated for an empty labelled set (there must be none)", [])
+### END REFERENCE
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -557,44 +591,65 @@ check_equal("truncate_tokens(range(10, 20), 4, 'left') keeps the last 4", trunca
 check_equal("truncate_tokens(range(10, 20), 4, 'right') keeps the first 4", truncate_tokens(_ids, 4, side="right"), [10, 11, 12, 13])
 print("Visible tests passed.")
 ### BEGIN HIDDEN TESTS
-from course_utils.grading import assert_untampered
-assert_untampered()
-check_equal("default side is 'left'", truncate_tokens([1, 2, 3, 4, 5], 2), [4, 5])
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import outcome, record
+record("module of truncate_tokens (it must be defined in this notebook)", truncate_tokens.__module__)
+record("truncate_tokens([1, 2, 3, 4, 5], 2) (the default side is 'left')", truncate_tokens([1, 2, 3, 4, 5], 2))
 _ids = [5, 3, 9, 1, 7, 7, 2]
 for _b in [1, 3, 6, 7]:
-    check_equal(f"left, budget {_b}", truncate_tokens(_ids, _b, side="left"), _ids[len(_ids) - _b:])
-    check_equal(f"right, budget {_b}", truncate_tokens(_ids, _b, side="right"), _ids[:_b])
+    for _side in ["left", "right"]:
+        record(f"truncate_tokens({_ids}, {_b}, side={_side!r})", truncate_tokens(_ids, _b, side=_side))
 for _side in ["left", "right"]:
-    _out = truncate_tokens(_ids, 50, side=_side)
-    check_equal(f"budget larger than the sequence ({_side})", _out, _ids)
-    check_true(_out is not _ids, "truncate_tokens must return a new list, not its input.")
-    check_equal(f"tuple input ({_side})", truncate_tokens(tuple(_ids), 2, side=_side), _ids[-2:] if _side == "left" else _ids[:2])
-    _t = torch.tensor(_ids)
-    _tout = truncate_tokens(_t, 3, side=_side)
-    check_true(isinstance(_tout, list) and all(type(x) is int for x in _tout), "return a list of Python ints (also for a tensor).")
-    check_equal(f"tensor input ({_side})", _tout, _ids[-3:] if _side == "left" else _ids[:3])
-    check_equal("empty sequence", truncate_tokens([], 3, side=_side), [])
-check_equal("ids must not be modified", _ids, [5, 3, 9, 1, 7, 7, 2])
-# against the tokenizer's own truncation (truncation_side), on real text
+    _ids50 = list(_ids)
+    _out = truncate_tokens(_ids50, 50, side=_side)
+    record(f"truncate_tokens({_ids}, 50, side={_side!r}) (budget larger than the sequence)", _out)
+    if isinstance(_out, list):
+        _out.append(-1)
+    record(f"ids after appending to the list truncate_tokens(ids, 50, side={_side!r}) returned "
+           "(it must be a new list, not ids itself)", _ids50)
+    record(f"truncate_tokens({tuple(_ids)}, 2, side={_side!r}) (a tuple)", truncate_tokens(tuple(_ids), 2, side=_side))
+    record(f"truncate_tokens(torch.tensor({_ids}), 3, side={_side!r}) (a list of Python ints, also for a tensor)",
+           truncate_tokens(torch.tensor(_ids), 3, side=_side))
+    record(f"truncate_tokens([], 3, side={_side!r})", truncate_tokens([], 3, side=_side))
+record("ids after all these calls (they must not be modified)", _ids)
+# on real text: the token ids of the tokenizer in the banner
 _text = "INICIO " + "bla " * 60 + "FIM"
 _full = tok(_text, add_special_tokens=False)["input_ids"]
+for _side in ["left", "right"]:
+    record(f"truncate_tokens(ids of a {len(_full)}-token text, 17, side={_side!r}) "
+           f"(the tokenizer's truncation_side={_side!r}, max_length=17)", truncate_tokens(_full, 17, side=_side))
+_bad_args = [dict(budget=0), dict(budget=-3), dict(budget=2.0), dict(budget=3, side="middle"), dict(budget=3, side="LEFT")]
+for _bad in _bad_args:
+    record(f"truncate_tokens([1, 2, 3, 4], **{_bad!r})", outcome(truncate_tokens, [1, 2, 3, 4], **_bad))
+### BEGIN REFERENCE
+from course_utils.grading import expect
+_ids = [5, 3, 9, 1, 7, 7, 2]
+expect("truncate_tokens([1, 2, 3, 4, 5], 2) (the default side is 'left')", [4, 5])
+for _b in [1, 3, 6, 7]:
+    expect(f"truncate_tokens({_ids}, {_b}, side='left')", _ids[len(_ids) - _b:])
+    expect(f"truncate_tokens({_ids}, {_b}, side='right')", _ids[:_b])
+for _side in ["left", "right"]:
+    expect(f"truncate_tokens({_ids}, 50, side={_side!r}) (budget larger than the sequence)", _ids)
+    expect(f"ids after appending to the list truncate_tokens(ids, 50, side={_side!r}) returned "
+           "(it must be a new list, not ids itself)", _ids)
+    expect(f"truncate_tokens({tuple(_ids)}, 2, side={_side!r}) (a tuple)", _ids[-2:] if _side == "left" else _ids[:2])
+    expect(f"truncate_tokens(torch.tensor({_ids}), 3, side={_side!r}) (a list of Python ints, also for a tensor)",
+           _ids[-3:] if _side == "left" else _ids[:3])
+    expect(f"truncate_tokens([], 3, side={_side!r})", [])
+expect("ids after all these calls (they must not be modified)", [5, 3, 9, 1, 7, 7, 2])
+# against the tokenizer's own truncation (truncation_side)
 _old_side = tok.truncation_side
 try:
     for _side in ["left", "right"]:
         tok.truncation_side = _side
         _lib = tok(_text, add_special_tokens=False, truncation=True, max_length=17)["input_ids"]
-        check_equal(f"same tokens as the tokenizer with truncation_side='{_side}', max_length=17",
-                    truncate_tokens(_full, 17, side=_side), list(_lib))
+        expect(f"truncate_tokens(ids of a {len(_full)}-token text, 17, side={_side!r}) "
+               f"(the tokenizer's truncation_side={_side!r}, max_length=17)", [int(i) for i in _lib])
 finally:
     tok.truncation_side = _old_side
-for _bad in [dict(budget=0), dict(budget=-3), dict(budget=2.0), dict(budget=3, side="middle"), dict(budget=3, side="LEFT")]:
-    try:
-        truncate_tokens([1, 2, 3, 4], **_bad)
-    except ValueError:
-        pass
-    else:
-        raise AssertionError(f"truncate_tokens([1, 2, 3, 4], **{_bad}) must raise ValueError.")
-del _ids, _b, _side, _out, _t, _tout, _text, _full, _old_side, _lib, _bad
+for _bad in _bad_args:
+    expect(f"truncate_tokens([1, 2, 3, 4], **{_bad!r})", "raises ValueError")
+### END REFERENCE
 ### END HIDDEN TESTS
 
 # %% [markdown]

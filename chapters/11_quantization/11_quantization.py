@@ -173,43 +173,59 @@ check_close("delta for 8 bits with the default alpha = max|w| = 1 (1/127)", _d8,
 check_equal("q for 8 bits", _q8.tolist(), [127, -64, 32])
 print("Visible tests passed.")
 ### BEGIN HIDDEN TESTS
-from course_utils.grading import assert_untampered
-assert_untampered()
-check_true(quantize_symmetric.__module__ == "__main__", "quantize_symmetric must be defined in this notebook.")
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import outcome, record
+record("module of quantize_symmetric (it must be defined in this notebook)", quantize_symmetric.__module__)
+record("module of dequantize_symmetric (it must be defined in this notebook)", dequantize_symmetric.__module__)
 _gen = torch.Generator().manual_seed(11)
+_sym = []
 for _nb in (2, 3, 4, 5, 8):
-    _L = 2 ** (_nb - 1) - 1
     _w = torch.randn(300, generator=_gen)
-    _w0 = _w.clone()
     _q, _d = quantize_symmetric(_w, _nb)
-    check_true(torch.equal(_w, _w0), "quantize_symmetric must not modify its input.")
-    _dr = float(_w.abs().max()) / _L
-    check_close(f"delta (n_bits={_nb}, default alpha)", _d, _dr, rtol=1e-6)
-    _qr = torch.clamp(torch.round(_w / _dr), -_L, _L)
-    check_equal(f"q (n_bits={_nb}, default alpha)", _q.tolist(), _qr.to(torch.int8).tolist())
-    check_true(int(_q.abs().max()) == _L, f"with alpha = max|w| the largest |q| must be L = {_L} (n_bits={_nb}).")
+    record(f"w after quantize_symmetric(w, n_bits={_nb}) (w must not be modified in place)", _w)
+    record(f"delta of quantize_symmetric(w of 300 values, n_bits={_nb}) with the default alpha (a Python float)", _d, rtol=1e-6)
+    record(f"q of quantize_symmetric(w of 300 values, n_bits={_nb}) with the default alpha (an int8 tensor)", _q)
     _dq = dequantize_symmetric(_q, _d)
-    check_true(_dq.dtype == torch.float32, "dequantize_symmetric must return float32.")
-    check_true(float((_dq - _w).abs().max()) <= _d / 2 * (1 + 1e-5), f"error must stay within delta/2 (n_bits={_nb}).")
-    # explicit alpha smaller than absmax: clipping
+    record(f"dequantize_symmetric(q, delta) for n_bits={_nb} (a float32 tensor)", _dq, atol=1e-7, rtol=1e-5)
     _q2, _d2 = quantize_symmetric(_w, _nb, alpha=0.5)
-    _qr2 = torch.clamp(torch.round(_w / (0.5 / _L)), -_L, _L)
-    check_equal(f"q with alpha=0.5 (n_bits={_nb}, values beyond alpha clip)", _q2.tolist(), _qr2.to(torch.int8).tolist())
+    record(f"q of quantize_symmetric(w, n_bits={_nb}, alpha=0.5) (values beyond alpha clip)", _q2)
+    record(f"delta of quantize_symmetric(w, n_bits={_nb}, alpha=0.5)", _d2, rtol=1e-6)
+    _sym.append((_nb, _w, _q, _d, _dq, _q2, _d2))
 _wm = torch.randn(4, 6, generator=_gen)
 for _dt in (torch.float16, torch.bfloat16):
     _q, _d = quantize_symmetric(_wm.to(_dt), 4)
-    check_shape(f"q of a (4, 6) {_dt} tensor", _q, (4, 6))
-    _wf = _wm.to(_dt).float()
-    check_equal(f"q of a {_dt} input", _q.tolist(), torch.clamp(torch.round(_wf / (float(_wf.abs().max()) / 7)), -7, 7).to(torch.int8).tolist())
+    record(f"q of quantize_symmetric(a (4, 6) {_dt} tensor, 4 bits)", _q)
+    record(f"delta of quantize_symmetric(a (4, 6) {_dt} tensor, 4 bits)", _d, rtol=1e-6)
 _q, _d = quantize_symmetric(torch.zeros(5), 4)
-check_equal("q of an all-zero tensor", _q.tolist(), [0] * 5)
+record("q of quantize_symmetric(an all-zero tensor of 5 values, 4 bits)", _q)
+record("delta of quantize_symmetric(an all-zero tensor, 4 bits) (1.0 when max|w| is 0)", _d, rtol=1e-6)
 for _bad in (1, 9, 0, 16, 4.0):
-    try:
-        quantize_symmetric(torch.ones(3), _bad)
-    except ValueError:
-        pass
-    else:
-        raise AssertionError(f"quantize_symmetric(w, n_bits={_bad!r}) must raise ValueError (n_bits must be an int in 2..8).")
+    record(f"quantize_symmetric(w, n_bits={_bad!r}) (n_bits must be an int in 2..8)", outcome(quantize_symmetric, torch.ones(3), _bad))
+### BEGIN REFERENCE
+from course_utils.grading import check_true, expect
+for _nb, _w, _q, _d, _dq, _q2, _d2 in _sym:
+    _L = 2 ** (_nb - 1) - 1
+    _dr = float(_w.abs().max()) / _L
+    _qr = torch.clamp(torch.round(_w / _dr), -_L, _L).to(torch.int8)
+    expect(f"delta of quantize_symmetric(w of 300 values, n_bits={_nb}) with the default alpha (a Python float)", _dr, rtol=1e-6)
+    expect(f"q of quantize_symmetric(w of 300 values, n_bits={_nb}) with the default alpha (an int8 tensor)", _qr)
+    check_true(int(_q.abs().max()) == _L, f"with alpha = max|w| the largest |q| must be L = {_L} (n_bits={_nb}).")
+    expect(f"dequantize_symmetric(q, delta) for n_bits={_nb} (a float32 tensor)", _qr.float() * _dr, atol=1e-7, rtol=1e-5)
+    check_true(float((_dq - _w).abs().max()) <= _d / 2 * (1 + 1e-5), f"error must stay within delta/2 (n_bits={_nb}).")
+    expect(f"q of quantize_symmetric(w, n_bits={_nb}, alpha=0.5) (values beyond alpha clip)",
+           torch.clamp(torch.round(_w / (0.5 / _L)), -_L, _L).to(torch.int8))
+    expect(f"delta of quantize_symmetric(w, n_bits={_nb}, alpha=0.5)", 0.5 / _L, rtol=1e-6)
+for _dt in (torch.float16, torch.bfloat16):
+    _wf = _wm.to(_dt).float()
+    expect(f"q of quantize_symmetric(a (4, 6) {_dt} tensor, 4 bits)",
+           torch.clamp(torch.round(_wf / (float(_wf.abs().max()) / 7)), -7, 7).to(torch.int8))
+    expect(f"delta of quantize_symmetric(a (4, 6) {_dt} tensor, 4 bits)", float(_wf.abs().max()) / 7, rtol=1e-6)
+expect("q of quantize_symmetric(an all-zero tensor of 5 values, 4 bits)", torch.zeros(5, dtype=torch.int8))
+expect("delta of quantize_symmetric(an all-zero tensor, 4 bits) (1.0 when max|w| is 0)", 1.0, rtol=1e-6)
+for _bad in (1, 9, 0, 16, 4.0):
+    expect(f"quantize_symmetric(w, n_bits={_bad!r}) (n_bits must be an int in 2..8)", "raises ValueError")
+del _sym
+### END REFERENCE
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -288,43 +304,61 @@ check_close("absmax with blocksize 2", _a2, [1.0, 0.25, 100.0, 25.0], atol=0)
 check_equal("q, blocksize 2, 4 bits", _q2.tolist(), [[4, -7, 7, 0], [7, 4, -7, 3]])
 print("Visible tests passed.")
 ### BEGIN HIDDEN TESTS
-from course_utils.grading import assert_untampered
-assert_untampered()
-check_true(blockwise_absmax_quantize.__module__ == "__main__", "blockwise_absmax_quantize must be defined in this notebook.")
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import outcome, record
+record("module of blockwise_absmax_quantize (it must be defined in this notebook)", blockwise_absmax_quantize.__module__)
 _gen = torch.Generator().manual_seed(21)
+_rows = []
 for (_r, _c) in [(16, 64), (7, 96), (3, 576)]:
     _W = torch.randn(_r, _c, generator=_gen) * torch.rand(_r, 1, generator=_gen) * 3
-    _W0 = _W.clone()
-    _ref_q, _ref_a, _ = bnbF.int8_vectorwise_quant(_W.clone())
     _q, _a = blockwise_absmax_quantize(_W, _c)
-    check_true(torch.equal(_W, _W0), "blockwise_absmax_quantize must not modify its input.")
-    check_close(f"absmax vs bitsandbytes int8_vectorwise_quant ({_r}x{_c})", _a, _ref_a, atol=0)
-    check_equal(f"q vs bitsandbytes int8_vectorwise_quant ({_r}x{_c})", _q.tolist(), _ref_q.tolist())
-    del _ref_q, _ref_a
+    record(f"W after blockwise_absmax_quantize(W of shape ({_r}, {_c}), {_c}) (not modified in place)", _W)
+    record(f"q of blockwise_absmax_quantize(W of shape ({_r}, {_c}), blocksize {_c}) (one block per row, 8 bits)", _q)
+    record(f"absmax of blockwise_absmax_quantize(W of shape ({_r}, {_c}), blocksize {_c}) (float32, one per row)", _a)
+    _rows.append((_r, _c, _W))
+_small = []
 for _nb, _bs in [(4, 32), (3, 8), (8, 16)]:
-    _L = 2 ** (_nb - 1) - 1
     _x = torch.randn(2, 3, 32, generator=_gen)
     _x[1, 2, :] = 0.0                              # the last block(s) all zero
     _q, _a = blockwise_absmax_quantize(_x, _bs, n_bits=_nb)
-    check_shape(f"q (n_bits={_nb}, blocksize={_bs})", _q, (2, 3, 32))
-    _blk = _x.reshape(-1, _bs)
-    _ra = _blk.abs().max(1).values
-    check_close(f"absmax (n_bits={_nb}, blocksize={_bs})", _a, _ra, atol=0)
-    _rq = torch.round(_blk * torch.where(_ra > 0, _L / _ra, torch.zeros_like(_ra))[:, None]).to(torch.int8).reshape(_x.shape)
-    check_equal(f"q (n_bits={_nb}, blocksize={_bs}, with an all-zero block)", _q.tolist(), _rq.tolist())
+    record(f"q of blockwise_absmax_quantize(x of shape (2, 3, 32), blocksize {_bs}, n_bits={_nb}) (with all-zero blocks)", _q)
+    record(f"absmax of blockwise_absmax_quantize(x of shape (2, 3, 32), blocksize {_bs}, n_bits={_nb})", _a)
+    _small.append((_nb, _bs, _x))
+_halves = []
 for _dt in (torch.float16, torch.bfloat16):
     _x = torch.randn(128, generator=_gen).to(_dt)
     _q, _a = blockwise_absmax_quantize(_x, 64)
-    _xf = _x.float().reshape(-1, 64)
-    check_true(_a.dtype == torch.float32, f"absmax must be float32 for a {_dt} input.")
-    check_equal(f"q of a {_dt} input", _q.tolist(), torch.round(_xf * (127 / _xf.abs().max(1).values)[:, None]).to(torch.int8).reshape(-1).tolist())
+    record(f"q of blockwise_absmax_quantize(a {_dt} tensor of 128 values, 64)", _q)
+    record(f"absmax of blockwise_absmax_quantize(a {_dt} tensor of 128 values, 64) (float32)", _a)
+    _halves.append((_dt, _x))
 for _bad in [dict(blocksize=5), dict(blocksize=0), dict(blocksize=64, n_bits=9), dict(blocksize=64, n_bits=1)]:
-    try:
-        blockwise_absmax_quantize(torch.randn(128, generator=_gen), **_bad)
-    except ValueError:
-        pass
-    else:
-        raise AssertionError(f"blockwise_absmax_quantize(x of 128 values, {_bad}) must raise ValueError.")
+    record(f"blockwise_absmax_quantize(x of 128 values, {_bad})",
+           outcome(blockwise_absmax_quantize, torch.randn(128, generator=_gen), **_bad))
+### BEGIN REFERENCE
+from course_utils.grading import expect
+for _r, _c, _W in _rows:
+    # LLM.int8 weights: bitsandbytes' row-wise absmax quantization
+    _ref_q, _ref_a, _ = bnbF.int8_vectorwise_quant(_W.clone())
+    expect(f"q of blockwise_absmax_quantize(W of shape ({_r}, {_c}), blocksize {_c}) (one block per row, 8 bits)", _ref_q)
+    expect(f"absmax of blockwise_absmax_quantize(W of shape ({_r}, {_c}), blocksize {_c}) (float32, one per row)", _ref_a)
+    del _ref_q, _ref_a
+for _nb, _bs, _x in _small:
+    _L = 2 ** (_nb - 1) - 1
+    _blk = _x.reshape(-1, _bs)
+    _ra = _blk.abs().max(1).values
+    _rq = torch.round(_blk * torch.where(_ra > 0, _L / _ra, torch.zeros_like(_ra))[:, None]).to(torch.int8).reshape(_x.shape)
+    expect(f"q of blockwise_absmax_quantize(x of shape (2, 3, 32), blocksize {_bs}, n_bits={_nb}) (with all-zero blocks)", _rq)
+    expect(f"absmax of blockwise_absmax_quantize(x of shape (2, 3, 32), blocksize {_bs}, n_bits={_nb})", _ra)
+for _dt, _x in _halves:
+    _xf = _x.float().reshape(-1, 64)
+    _ra = _xf.abs().max(1).values
+    expect(f"q of blockwise_absmax_quantize(a {_dt} tensor of 128 values, 64)",
+           torch.round(_xf * (127 / _ra)[:, None]).to(torch.int8).reshape(-1))
+    expect(f"absmax of blockwise_absmax_quantize(a {_dt} tensor of 128 values, 64) (float32)", _ra)
+for _bad in [dict(blocksize=5), dict(blocksize=0), dict(blocksize=64, n_bits=9), dict(blocksize=64, n_bits=1)]:
+    expect(f"blockwise_absmax_quantize(x of 128 values, {_bad})", "raises ValueError")
+del _rows, _small, _halves
+### END REFERENCE
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -411,9 +445,9 @@ check_close("absmax per block of 4", _a2, [2.0, 4.0], atol=0)
 check_equal("packed bytes with blocksize 4", _p2.tolist(), [15 << 4 | 12, 4 << 4 | 9, 15 << 4 | 0, 7 << 4 | 7])
 print("Visible tests passed.")
 ### BEGIN HIDDEN TESTS
-from course_utils.grading import assert_untampered, switched_off
-assert_untampered()
-check_true(nf4_quantize.__module__ == "__main__", "nf4_quantize must be defined in this notebook.")
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import outcome, record, switched_off
+record("module of nf4_quantize (it must be defined in this notebook)", nf4_quantize.__module__)
 _cases = []
 _gen = torch.Generator().manual_seed(31)
 _cases.append(("randn (64, 64)", torch.randn(64, 64, generator=_gen), 64))
@@ -424,37 +458,36 @@ _cases.append(("bfloat16 (16, 64)", torch.randn(16, 64, generator=_gen).bfloat16
 _z = torch.randn(256, generator=_gen)
 _z[64:128] = 0.0
 _cases.append(("a block of zeros (absmax 0)", _z, 64))
-_mid = ((NF4_CODE[1:] + NF4_CODE[:-1]) / 2)
-_t = torch.cat([torch.tensor([1.0]), _mid, -_mid, NF4_CODE, torch.zeros(64 - 1 - 30 - 16)])  # absmax 1: s == x exactly
+_nf4_values = torch.tensor([                       # QLoRA's NF4 values (the inputs below sit on their midpoints)
+    -1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453, -0.28444138169288635,
+    -0.18477343022823334, -0.09105003625154495, 0.0, 0.07958029955625534, 0.16093020141124725,
+    0.24611230194568634, 0.33791524171829224, 0.44070982933044434, 0.5626170039176941,
+    0.7229568362236023, 1.0], dtype=torch.float32)
+_mid = ((_nf4_values[1:] + _nf4_values[:-1]) / 2)
+_t = torch.cat([torch.tensor([1.0]), _mid, -_mid, _nf4_values, torch.zeros(64 - 1 - 30 - 16)])  # absmax 1: s == x exactly
 _cases.append(("values exactly on the midpoints (ties -> lower code)", _t, 64))
-_refs = []
-for _name, _xx, _bs in _cases:
-    _rp, _rs = bnbF.quantize_4bit(_xx.clone(), blocksize=_bs, quant_type="nf4")
-    _refs.append((_rp.reshape(-1).clone(), _rs.absmax.clone()))
-    del _rp, _rs
-_outs = []
 with switched_off("bitsandbytes.functional.quantize_4bit", "bitsandbytes.functional.quantize_nf4",
                   "bitsandbytes.functional.quantize_fp4", "bitsandbytes.nn.Params4bit", "bitsandbytes.nn.Linear4bit",
                   functions=[nf4_quantize], no_imports=["bitsandbytes"],
                   hint="nf4_quantize must be written by hand: bitsandbytes is switched off while it is tested."):
     for _name, _xx, _bs in _cases:
-        _x0 = _xx.clone()
-        _outs.append(nf4_quantize(_xx, blocksize=_bs))
-        check_true(torch.equal(_xx, _x0), "nf4_quantize must not modify its input.")
-for (_name, _xx, _bs), (_p, _a), (_rp, _ra) in zip(_cases, _outs, _refs):
-    check_true(_p.dtype == torch.uint8 and _a.dtype == torch.float32, f"{_name}: packed must be uint8 and absmax float32.")
-    check_shape(f"{_name}: packed", _p, (_xx.numel() // 2,))
-    check_shape(f"{_name}: absmax", _a, (_xx.numel() // _bs,))
-    check_close(f"{_name}: absmax vs bitsandbytes", _a, _ra, atol=0)
-    check_equal(f"{_name}: packed bytes vs bitsandbytes", _p.tolist(), _rp.tolist())
-del _refs, _outs
+        _p, _a = nf4_quantize(_xx, blocksize=_bs)
+        record(f"{_name}: x after nf4_quantize (not modified in place)", _xx)
+        record(f"{_name}: packed bytes of nf4_quantize (uint8, shape (n // 2,))", _p)
+        record(f"{_name}: absmax of nf4_quantize (float32, one per block)", _a)
 for _bad in (48, 7, 0):
-    try:
-        nf4_quantize(torch.randn(128, generator=_gen), blocksize=_bad)
-    except ValueError:
-        pass
-    else:
-        raise AssertionError(f"nf4_quantize(x of 128 values, blocksize={_bad}) must raise ValueError.")
+    record(f"nf4_quantize(x of 128 values, blocksize={_bad})", outcome(nf4_quantize, torch.randn(128, generator=_gen), blocksize=_bad))
+### BEGIN REFERENCE
+from course_utils.grading import check_true, expect
+check_true(torch.equal(_nf4_values, bnbF.get_4bit_type("nf4", device="cpu")), "the NF4 table of the test is bitsandbytes' table")
+for _name, _xx, _bs in _cases:
+    _rp, _rs = bnbF.quantize_4bit(_xx.clone(), blocksize=_bs, quant_type="nf4")
+    expect(f"{_name}: packed bytes of nf4_quantize (uint8, shape (n // 2,))", _rp.reshape(-1).clone())
+    expect(f"{_name}: absmax of nf4_quantize (float32, one per block)", _rs.absmax.clone())
+    del _rp, _rs
+for _bad in (48, 7, 0):
+    expect(f"nf4_quantize(x of 128 values, blocksize={_bad})", "raises ValueError")
+### END REFERENCE
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -560,34 +593,35 @@ _ref0 = gguf.quants.dequantize(BLOCK0, GGMLQuantizationType.Q4_1).reshape(-1)
 check_close("first block of blk.0.attn_q.weight vs gguf.quants.dequantize", decode_q4_1_block(BLOCK0), _ref0, atol=0)
 print("Visible tests passed.")
 ### BEGIN HIDDEN TESTS
-from course_utils.grading import assert_untampered, switched_off
-assert_untampered()
-check_true(decode_q4_1_block.__module__ == "__main__", "decode_q4_1_block must be defined in this notebook.")
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import outcome, record, switched_off
+record("module of decode_q4_1_block (it must be defined in this notebook)", decode_q4_1_block.__module__)
 _rng = np.random.default_rng(41)
-_blocks = []
+_groups = []
 for _t in reader.tensors:
     if _t.tensor_type.name == "Q4_1" and _t.name in ("blk.7.ffn_down.weight", "blk.29.attn_v.weight", "blk.13.ffn_gate.weight"):
         _raw = np.asarray(_t.data).reshape(-1, 20)
-        for _i in _rng.choice(_raw.shape[0], 40, replace=False):
-            _blocks.append(_raw[_i].copy())
+        _groups.append((f"40 Q4_1 blocks of {_t.name}", [_raw[_i].copy() for _i in _rng.choice(_raw.shape[0], 40, replace=False)]))
 _rb = _rng.integers(0, 256, size=(10, 20), dtype=np.uint8)
 _rb[:, 0:2] = np.abs(_rng.normal(size=(10, 1)) * 0.01).astype(np.float16).view(np.uint8)   # finite d
 _rb[:, 2:4] = (_rng.normal(size=(10, 1)) * 0.05).astype(np.float16).view(np.uint8)        # finite m
-_blocks += list(_rb)
-_refs = [gguf.quants.dequantize(_b.copy(), GGMLQuantizationType.Q4_1).reshape(-1) for _b in _blocks]
+_groups.append(("10 random Q4_1 blocks", list(_rb)))
 with switched_off("gguf.quants.dequantize", "gguf.quants.Q4_1.dequantize_blocks", "gguf.quants.Q4_1.dequantize",
                   functions=[decode_q4_1_block], no_imports=["gguf"],
                   hint="decode_q4_1_block must decode the bytes by hand: gguf is switched off while it is tested."):
-    _outs = []
-    for _b in _blocks:
-        _b0 = _b.copy()
-        _outs.append(decode_q4_1_block(_b))
-        check_true(np.array_equal(_b, _b0), "decode_q4_1_block must not modify its input.")
-for _k, (_o, _r) in enumerate(zip(_outs, _refs)):
-    check_true(isinstance(_o, np.ndarray) and _o.dtype == np.float32 and _o.shape == (32,), "decode_q4_1_block must return float32 of shape (32,).")
-    check_true(np.array_equal(_o, _r), f"block {_k}: not bit-identical to gguf.quants.dequantize "
-               f"(first difference at {int(np.argmax(_o != _r))}: got {_o[np.argmax(_o != _r)]}, expected {_r[np.argmax(_o != _r)]}).")
-del _refs, _outs
+    for _what, _blocks in _groups:
+        _outs = [decode_q4_1_block(_b) for _b in _blocks]
+        record(f"the {_what} after decode_q4_1_block (not modified in place)", _blocks)
+        # float32 arrays of shape (32,), compared bit for bit (item k of the list: block k)
+        record(f"decode_q4_1_block on each of the {_what}", _outs)
+del _outs
+### BEGIN REFERENCE
+from course_utils.grading import expect
+for _what, _blocks in _groups:
+    expect(f"decode_q4_1_block on each of the {_what}",
+           [gguf.quants.dequantize(_b.copy(), GGMLQuantizationType.Q4_1).reshape(-1) for _b in _blocks])
+del _groups
+### END REFERENCE
 ### END HIDDEN TESTS
 
 # %% [markdown]

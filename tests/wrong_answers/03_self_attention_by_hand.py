@@ -133,3 +133,18 @@ VARIANTS += [
                                 "    return torch.ops.aten.native_layer_norm(x, [x.shape[-1]], gamma, beta, eps)[0]\n"},
      "loses": ["test_ex5_layernorm"]},
 ]
+
+# Record protocol (hidden tests record, the grade is decided outside the kernel): a mistake only the hidden
+# records see (the visible tests use float64 inputs).
+VARIANTS += [
+    {"name": "sdpa_half_precision_weights_in_float32",
+     "cells": {
+         # "softmax in float32 for stability": the output is cast back, the weights are handed back in float32
+         "ex2_sdpa": [("    weights = torch.softmax(scores, dim=-1)\n    return weights @ v, weights\n",
+                       "    if q.dtype in (torch.float16, torch.bfloat16):\n"
+                       "        weights = torch.softmax(scores.float(), dim=-1)\n"
+                       "        return (weights @ v.float()).to(q.dtype), weights\n"
+                       "    weights = torch.softmax(scores, dim=-1)\n    return weights @ v, weights\n")],
+     },
+     "loses": ["test_ex2_sdpa"]},
+]

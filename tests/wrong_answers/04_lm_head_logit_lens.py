@@ -88,3 +88,14 @@ VARIANTS += [
         "loses": ["test_ex3_logit_lens"],
     },
 ]
+
+# Record protocol (hidden tests record, the grade is decided outside the kernel): a mistake only the hidden
+# records see (the visible tests use the float32 chapter model).
+VARIANTS += [
+    {   # float32 "for accuracy": right for a float32 model, float32 logits from a bfloat16 one
+        "name": "logits_upcast_to_float32",
+        "cells": {"ex1_logits": [("return h_last @ model.transformer.wte.weight.T",
+                                  "return h_last.float() @ model.transformer.wte.weight.float().T")]},
+        "loses": ["test_ex1_logits"],
+    },
+]

@@ -101,3 +101,21 @@ VARIANTS += [
         "loses": ["test_ex2_tempered_softmax"],
     },
 ]
+
+# Mistakes only the hidden records catch (the visible tests pass).
+VARIANTS += [
+    {   # replaces the zeros of the caller's p by 1 to avoid log 0: right values, but p is modified in place
+        "name": "entropy_overwrites_zeros_in_place",
+        "cells": {"ex1_entropy": "def entropy(p, dim=-1):\n"
+                                 "    p[p == 0] = 1.0\n"
+                                 "    return -(p * torch.log(p)).sum(dim=dim)\n"},
+        "loses": ["test_ex1_entropy"],
+    },
+    {   # a fresh generator from the seed of the one given: ignores the draws already taken from it
+        "name": "score_table_reseeds_generator",
+        "cells": {"ex3_score_std_table": [("    rows = []\n",
+                                           "    rows = []\n"
+                                           "    generator = torch.Generator().manual_seed(generator.initial_seed())\n")]},
+        "loses": ["test_ex3_score_std_table"],
+    },
+]

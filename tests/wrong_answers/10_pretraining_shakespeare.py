@@ -59,6 +59,13 @@ VARIANTS = [
     {"name": "attention_dropout_always_on",
      "cells": {"ex2_attention": [("weights = self.attn_drop(", "weights = F.dropout(training=True, p=self.attn_drop.p, input=")]},
      "loses": ["test_ex2_attention"]},
+    {"name": "attention_dropout_never",                   # dropout built but never applied: training mode is not random
+     "cells": {"ex2_attention": [("weights = self.attn_drop(", "weights = (")]},
+     "loses": ["test_ex2_attention"]},
+    {"name": "attention_dropout_on_the_output",           # dropout on the block's output instead of the attention weights
+     "cells": {"ex2_attention": [("weights = self.attn_drop(", "weights = ("),
+                                 ("        return self.out_proj(out)\n", "        return self.attn_drop(self.out_proj(out))\n")]},
+     "loses": ["test_ex2_attention"]},
     # Exercise 3: the training step
     {"name": "step_without_zero_grad",                    # gradients accumulate across steps
      "cells": {"ex3_train_step": [("    optimizer.zero_grad(set_to_none=True)\n", "")]},

@@ -46,6 +46,9 @@ VARIANTS = [
     {"name": "sym_only_visible_bit_widths",           # passes the visible test (4 and 8 bits only)
      "cells": {"ex1_symmetric": _SYM_VISIBLE_ONLY},
      "loses": ["test_ex1_symmetric"]},
+    {"name": "sym_dequantize_float64",                # right values, wrong dtype (the contract says float32)
+     "cells": {"ex1_symmetric": [("return q.float() * delta", "return q.double() * delta")]},
+     "loses": ["test_ex1_symmetric"]},
     # Exercise 2: block-wise absmax
     {"name": "blockwise_absmax_of_whole_tensor",
      "cells": {"ex2_blockwise": [("absmax = blocks.abs().max(dim=1).values",
@@ -53,6 +56,9 @@ VARIANTS = [
      "loses": ["test_ex2_blockwise"]},
     {"name": "blockwise_no_divisibility_check",       # silently drops/reshapes: no ValueError
      "cells": {"ex2_blockwise": [("blocksize < 1 or x.numel() % blocksize != 0", "blocksize < 1")]},
+     "loses": ["test_ex2_blockwise"]},
+    {"name": "blockwise_half_precision_math",         # no .float(): absmax (and the scaling) in the input's dtype
+     "cells": {"ex2_blockwise": [("blocks = x.reshape(-1, blocksize).float()", "blocks = x.reshape(-1, blocksize)")]},
      "loses": ["test_ex2_blockwise"]},
     # Exercise 3: NF4
     {"name": "nf4_low_nibble_first",
@@ -67,6 +73,10 @@ VARIANTS = [
      "loses": ["test_ex3_nf4"]},
     {"name": "nf4_zero_block_gets_absmax_1e-38",      # returns the clamped absmax
      "cells": {"ex3_nf4": [("absmax = blocks.abs().max(dim=1).values", "absmax = blocks.abs().max(dim=1).values.clamp(min=1e-38)")]},
+     "loses": ["test_ex3_nf4"]},
+    {"name": "nf4_scales_input_in_place",             # right bytes, but a float32 x is overwritten by mul_
+     "cells": {"ex3_nf4": [("torch.clamp(blocks * (1.0 / absmax.clamp(min=1e-38))[:, None], -1, 1)",
+                            "torch.clamp(blocks.mul_((1.0 / absmax.clamp(min=1e-38))[:, None]), -1, 1)")]},
      "loses": ["test_ex3_nf4"]},
     {"name": "nf4_calls_bitsandbytes",
      "cells": {"ex3_nf4": _NF4_VIA_BNB},
