@@ -43,6 +43,7 @@ MAX_BYTES = 64 * 2**20      # per array
 MAX_DEPTH = 8               # nesting of lists / tuples / dicts
 MAX_ITEMS = 10_000          # elements of one list / tuple / dict
 SPEC_KEYS = ("atol", "rtol", "dtype", "pvalue")
+MAX_KEY = 500               # characters of a key (the grader rejects longer ones)
 
 _recorded: dict[str, dict] = {}   # last record per key in this kernel (expect() compares with it)
 
@@ -141,8 +142,8 @@ def record(key: str, value: Any, *, atol: float | None = None, rtol: float | Non
     reference (set with :func:`expect`) their probabilities, accepted when a chi-square
     goodness-of-fit test gives a p-value of at least ``pvalue``.
     """
-    if not isinstance(key, str) or not key:
-        raise RecordError("record() needs a non-empty string key")
+    if not isinstance(key, str) or not key or len(key) > MAX_KEY:
+        raise RecordError(f"record() needs a non-empty string key of at most {MAX_KEY} characters")
     rec = {"role": "record", "key": key, "spec": _spec(atol, rtol, dtype, pvalue), "value": encode(value)}
     _recorded[key] = rec
     if recording():
@@ -255,7 +256,8 @@ def parse_spec(obj: Any) -> dict:
 def parse_record(obj: Any) -> tuple[str, str, dict, Any]:
     """``(role, key, spec, decoded value)`` of one record output; raises RecordError."""
     _need(type(obj) is dict and set(obj) == {"role", "key", "spec", "value"}, "not a record")
-    _need(obj["role"] in ("record", "expect") and type(obj["key"]) is str and 0 < len(obj["key"]) <= 500, "bad role or key")
+    _need(obj["role"] in ("record", "expect") and type(obj["key"]) is str and 0 < len(obj["key"]) <= MAX_KEY,
+          "bad role or key")
     return obj["role"], obj["key"], parse_spec(obj["spec"]), decode(obj["value"])
 
 
@@ -273,7 +275,9 @@ def describe(v: Any) -> str:
 def _show(x: Any) -> str:
     """An element in its own precision, shortest form (2.1, not 2.0999999046325684)."""
     if isinstance(x, np.floating):
-        return np.format_float_positional(x, unique=True, trim="-") if abs(x) < 1e16 else repr(float(x))
+        with np.errstate(over="ignore", invalid="ignore"):
+            small = bool(np.isfinite(x)) and abs(float(x)) < 1e16
+        return np.format_float_positional(x, unique=True, trim="-") if small else repr(float(x))
     if isinstance(x, np.generic):
         return repr(x.item())
     return repr(x)

@@ -273,42 +273,82 @@ try:
 except ValueError:
     pass
 ### BEGIN HIDDEN TESTS
-from course_utils.grading import assert_untampered
-assert_untampered()
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import outcome, record
+record("module of LoRALinear (it must be defined in this notebook)", LoRALinear.__module__)
 torch.manual_seed(1)
 _lin = nn.Linear(300, 50, bias=True)
-_w0, _b0 = _lin.weight.detach().clone(), _lin.bias.detach().clone()
+_x = torch.randn(4, 300, generator=torch.Generator().manual_seed(2))
 _layer = LoRALinear(_lin, r=16, alpha=8)
-check_true(_layer.base is _lin, "self.base must be the nn.Linear you were given (the same object)")
-check_shape("A (r=16, in=300)", _layer.A, (16, 300))
-check_shape("B (out=50, r=16)", _layer.B, (50, 16))
-check_close("scaling = alpha / r (r=16, alpha=8)", _layer.scaling, 0.5)
-check_true(bool((_layer.B == 0).all()), "B must be zeros at init")
+record("type of A and of B (nn.Parameter)", [type(_layer.A).__name__, type(_layer.B).__name__])
+record("shape of A (r=16, in=300)", list(_layer.A.shape))
+record("dtype of A (the base weight's)", str(_layer.A.dtype))
+record("B at init (zeros of shape (out=50, r=16))", _layer.B.detach().clone())
+record("scaling = alpha / r (r=16, alpha=8)", _layer.scaling, atol=1e-12)
+record("requires_grad of the base weight and bias (frozen)", [_lin.weight.requires_grad, _lin.bias.requires_grad])
+record("base weight after LoRALinear(base) (values unchanged)", _lin.weight.detach().clone())
+record("base bias after LoRALinear(base) (values unchanged)", _lin.bias.detach().clone())
+record("names of the trainable parameters", sorted(n for n, p_ in _layer.named_parameters() if p_.requires_grad))
+record("LoRALinear(x) at init (r=16, alpha=8): equals the base layer", _layer(_x), atol=1e-6)
+# A ~ U(-1/sqrt(in), 1/sqrt(in)) (Kaiming-uniform, a=sqrt(5)): counts of A / bound in 10 equal bins
+# of [-1, 1], plus two bins for values outside the range (probability 0)
 _bound = 1 / math.sqrt(300)
-check_true(float(_layer.A.abs().max()) <= _bound + 1e-7,
-           f"A must be Kaiming-uniform(a=sqrt(5)) on fan_in=in_features: |A| <= 1/sqrt(in) = {_bound:.4f}")
-check_true(float(_layer.A.abs().max()) > 0.9 * _bound and abs(float(_layer.A.std()) - _bound / math.sqrt(3)) < 0.1 * _bound,
-           "A must be uniform on [-1/sqrt(in), 1/sqrt(in)] like nn.Linear(in, r).weight")
-check_true(not _lin.weight.requires_grad and not _lin.bias.requires_grad, "base weight and bias must be frozen")
-check_true(torch.equal(_lin.weight, _w0) and torch.equal(_lin.bias, _b0), "the base layer's values must not change")
-_names = sorted(n for n, p_ in _layer.named_parameters() if p_.requires_grad)
-check_equal("trainable parameter names", _names, ["A", "B"])
-for _dt in (torch.float64, torch.bfloat16):
-    _l2 = LoRALinear(nn.Linear(8, 3).to(_dt), r=2, alpha=2)
-    check_true(_l2.A.dtype == _dt and _l2.B.dtype == _dt, f"A and B must have the base weight's dtype ({_dt})")
-    check_true(_l2(torch.randn(2, 8, dtype=_dt)).dtype == _dt, f"output dtype must be {_dt}")
+_u = (_layer.A.detach().double() / _bound).flatten()
+_edges = torch.linspace(-1, 1, 11, dtype=torch.float64)
+_edges[0], _edges[-1] = -1 - 1e-6, 1 + 1e-6
+_counts = [int((_u < _edges[0]).sum())] + [int(((_u >= lo) & (_u < hi)).sum()) for lo, hi in zip(_edges[:-1], _edges[1:])] \
+    + [int((_u >= _edges[-1]).sum())]
+record("counts of A / (1/sqrt(in)) in: below -1, 10 bins of [-1, 1], above 1 (r=16, in=300)",
+       np.array(_counts, dtype=np.int64), pvalue=1e-3)
+# self.base is the layer given (the same object): a change made to it afterwards shows in the output
+with torch.no_grad():
+    _lin.weight.mul_(-2.0)
+    _lin.bias.add_(0.5)
+record("LoRALinear(x) after the base layer given was changed in place (self.base must be that layer, not a copy)",
+       _layer(_x), atol=1e-6)
+for _dt, _tol in ((torch.float64, 1e-12), (torch.bfloat16, 1e-2)):
+    torch.manual_seed(3)
+    _base = nn.Linear(8, 3).to(_dt)
+    _x2 = torch.randn(2, 8, generator=torch.Generator().manual_seed(4), dtype=torch.float64).to(_dt)
+    _l2 = LoRALinear(_base, r=2, alpha=2)
+    record(f"dtype of A with a {_dt} base", str(_l2.A.dtype))
+    record(f"B at init with a {_dt} base", _l2.B.detach().clone())
+    record(f"LoRALinear(x) at init with a {_dt} base (a {_dt} output)", _l2(_x2), atol=_tol, rtol=_tol)
 for _bad in (dict(r=-1), dict(r=0), dict(r=2.0), dict(r=2, alpha=0), dict(r=2, alpha=-1.0)):
-    try:
-        LoRALinear(nn.Linear(6, 4), **_bad)
-    except ValueError:
-        continue
-    raise AssertionError(f"LoRALinear(nn.Linear(6, 4), **{_bad}) must raise ValueError")
-try:
-    LoRALinear(nn.Conv1d(2, 2, 1), r=2)
-    raise AssertionError("a base that is not nn.Linear must raise ValueError")
-except ValueError:
-    pass
-del _lin, _w0, _b0, _layer, _bound, _names, _l2, _dt, _bad
+    record(f"LoRALinear(nn.Linear(6, 4), **{_bad}) (must raise ValueError)", outcome(LoRALinear, nn.Linear(6, 4), **_bad))
+record("LoRALinear(nn.Conv1d(2, 2, 1), r=2) (not an nn.Linear: must raise ValueError)",
+       outcome(LoRALinear, nn.Conv1d(2, 2, 1), r=2))
+### BEGIN REFERENCE
+from course_utils.grading import check_close, check_true, expect
+expect("counts of A / (1/sqrt(in)) in: below -1, 10 bins of [-1, 1], above 1 (r=16, in=300)",
+       np.array([0.0] + [0.1] * 10 + [0.0]), pvalue=1e-3)
+# A like the weight of nn.Linear(in, r): the same bound, from torch's own initialisation
+_ref_lin = nn.Linear(300, 16)
+check_true(float(_ref_lin.weight.abs().max()) <= _bound + 1e-7 and float(_ref_lin.weight.abs().max()) > 0.9 * _bound,
+           "nn.Linear(in, r).weight is bounded by 1/sqrt(in)")
+check_true(float(_layer.A.abs().max()) <= _bound + 1e-7 and abs(float(_layer.A.std()) - _bound / math.sqrt(3)) < 0.1 * _bound,
+           "the solution's A is uniform on [-1/sqrt(in), 1/sqrt(in)]")
+torch.manual_seed(1)
+_lin_ref = nn.Linear(300, 50, bias=True)
+expect("base weight after LoRALinear(base) (values unchanged)", _lin_ref.weight.detach().clone())
+expect("base bias after LoRALinear(base) (values unchanged)", _lin_ref.bias.detach().clone())
+expect("LoRALinear(x) at init (r=16, alpha=8): equals the base layer", _lin_ref(_x), atol=1e-6)
+with torch.no_grad():
+    _lin_ref.weight.mul_(-2.0)
+    _lin_ref.bias.add_(0.5)
+expect("LoRALinear(x) after the base layer given was changed in place (self.base must be that layer, not a copy)",
+       _lin_ref(_x), atol=1e-6)
+expect("B at init (zeros of shape (out=50, r=16))", torch.zeros(50, 16))
+expect("scaling = alpha / r (r=16, alpha=8)", 0.5, atol=1e-12)
+for _dt, _tol in ((torch.float64, 1e-12), (torch.bfloat16, 1e-2)):
+    torch.manual_seed(3)
+    _base = nn.Linear(8, 3).to(_dt)
+    _x2 = torch.randn(2, 8, generator=torch.Generator().manual_seed(4), dtype=torch.float64).to(_dt)
+    expect(f"LoRALinear(x) at init with a {_dt} base (a {_dt} output)", _base(_x2), atol=_tol, rtol=_tol)
+    expect(f"B at init with a {_dt} base", torch.zeros(3, 2, dtype=_dt))
+del _ref_lin, _lin_ref
+### END REFERENCE
+del _lin, _x, _layer, _bound, _u, _edges, _counts, _l2, _base, _x2, _dt, _tol, _bad
 ### END HIDDEN TESTS
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex1_lora_vs_peft", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
@@ -322,25 +362,46 @@ _expected = _lin.weight + 2.0 * _layer.B @ _layer.A
 check_close("merged_weight() = W + (alpha/r) B A", _layer.merged_weight(), _expected, atol=1e-6)
 check_close("forward(x) with trained A, B", _layer(_x), _x @ _expected.T + _lin.bias, atol=1e-5)
 ### BEGIN HIDDEN TESTS
-from course_utils.grading import assert_untampered
-assert_untampered()
-for _r, _alpha, _bias in ((4, 32, True), (3, 5, False)):
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import record
+_cases = ((4, 32, True), (3, 5, False))
+_ins = {}
+for _r, _alpha, _bias in _cases:
     torch.manual_seed(_r)
-    _seq = nn.Sequential(OrderedDict(lin=nn.Linear(12, 7, bias=_bias)))
-    _mine = LoRALinear(copy.deepcopy(_seq.lin), r=_r, alpha=_alpha)
-    _pm = get_peft_model(copy.deepcopy(_seq), LoraConfig(r=_r, lora_alpha=_alpha, target_modules=["lin"],
-                                                        init_lora_weights=False))
+    _lin = nn.Linear(12, 7, bias=_bias)
+    _g = torch.Generator().manual_seed(100 + _r)
+    _A, _B = torch.randn(_r, 12, generator=_g), torch.randn(7, _r, generator=_g)   # "trained" A and B
+    _x = torch.randn(2, 5, 12, generator=_g)                                        # 3-D input (batch, seq, features)
+    _ins[_r] = (copy.deepcopy(_lin), _A, _B, _x)
+    _mine = LoRALinear(_lin, r=_r, alpha=_alpha)
+    with torch.no_grad():
+        _mine.A.copy_(_A); _mine.B.copy_(_B)
+    _out = _mine(_x)
+    record(f"forward (r={_r}, alpha={_alpha}, bias={_bias}), 3-D input", _out, atol=1e-5)
+    record(f"merged_weight (r={_r}, alpha={_alpha}, bias={_bias})", _mine.merged_weight(), atol=1e-6)
+    _out.sum().backward()
+    record(f"A.grad after forward(x).sum().backward() (r={_r}, alpha={_alpha})", _mine.A.grad, atol=1e-4, rtol=1e-5)
+    record(f"B.grad after forward(x).sum().backward() (r={_r}, alpha={_alpha})", _mine.B.grad, atol=1e-4, rtol=1e-5)
+### BEGIN REFERENCE
+from course_utils.grading import expect
+for _r, _alpha, _bias in _cases:
+    _lin, _A, _B, _x = _ins[_r]
+    _pm = get_peft_model(nn.Sequential(OrderedDict(lin=copy.deepcopy(_lin))),
+                         LoraConfig(r=_r, lora_alpha=_alpha, target_modules=["lin"], init_lora_weights=False))
     _pl = _pm.base_model.model.lin
     with torch.no_grad():
-        _mine.A.copy_(_pl.lora_A["default"].weight); _mine.B.copy_(_pl.lora_B["default"].weight)
-    _x = torch.randn(2, 5, 12)                                   # 3-D input (batch, seq, features)
-    check_close(f"forward vs peft (r={_r}, alpha={_alpha}, bias={_bias}), 3-D input", _mine(_x), _pm(_x), atol=1e-5)
-    _merged = _pm.merge_and_unload().lin.weight
-    check_close(f"merged_weight vs peft merge_and_unload (r={_r}, alpha={_alpha})", _mine.merged_weight(), _merged, atol=1e-6)
-    _mine(_x).sum().backward()
-    check_true(_mine.A.grad is not None and _mine.B.grad is not None and float(_mine.A.grad.abs().sum()) > 0,
-               "the LoRA output must depend on A and B (gradients flow to both)")
-del _r, _alpha, _bias, _seq, _mine, _pm, _pl, _x, _merged
+        _pl.lora_A["default"].weight.copy_(_A); _pl.lora_B["default"].weight.copy_(_B)
+    _pout = _pm(_x)
+    expect(f"forward (r={_r}, alpha={_alpha}, bias={_bias}), 3-D input", _pout, atol=1e-5)
+    _pout.sum().backward()
+    expect(f"A.grad after forward(x).sum().backward() (r={_r}, alpha={_alpha})", _pl.lora_A["default"].weight.grad,
+           atol=1e-4, rtol=1e-5)
+    expect(f"B.grad after forward(x).sum().backward() (r={_r}, alpha={_alpha})", _pl.lora_B["default"].weight.grad,
+           atol=1e-4, rtol=1e-5)
+    expect(f"merged_weight (r={_r}, alpha={_alpha}, bias={_bias})", _pm.merge_and_unload().lin.weight, atol=1e-6)
+del _pm, _pl, _pout
+### END REFERENCE
+del _cases, _ins, _r, _alpha, _bias, _lin, _g, _A, _B, _x, _mine, _out
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -402,9 +463,9 @@ _lp = torch.log_softmax(_logits, dim=-1)
 _expected = -(_lp[0, 1, 3] + _lp[0, 2, 4] + _lp[0, 3, 5]) / 3      # prompt = 2 tokens: targets are tokens 2, 3, 4
 check_close("masked_lm_loss, one row, prompt of 2 tokens", masked_lm_loss(_logits, _ids, [2]), _expected, atol=1e-6)
 ### BEGIN HIDDEN TESTS
-from course_utils.grading import assert_untampered
-assert_untampered()
-from transformers.loss.loss_utils import ForCausalLMLoss
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import outcome, record
+record("module of masked_lm_loss (it must be defined in this notebook)", masked_lm_loss.__module__)
 torch.manual_seed(3)
 _V = 11
 _ids = torch.randint(0, _V, (3, 9))
@@ -412,28 +473,48 @@ _mask = torch.tensor([[1] * 9, [1] * 6 + [0] * 3, [1] * 4 + [0] * 5])
 _plen = [3, 1, 2]
 _ids[_mask == 0] = 0                                               # pad id
 _logits = torch.randn(3, 9, _V)
-_labels = _ids.clone()
-for _b, _p in enumerate(_plen):
-    _labels[_b, :_p] = -100
-_labels[_mask == 0] = -100
-_ref = ForCausalLMLoss(_logits, _labels, vocab_size=_V)           # the transformers convention (shifts inside)
-_ids0, _logits0 = _ids.clone(), _logits.clone()
 _got = masked_lm_loss(_logits, _ids, _plen, _mask)
-check_close("loss vs transformers' ForCausalLMLoss (3 rows, different prompt lengths, padding)", _got, _ref, atol=1e-5)
-check_true(torch.equal(_ids, _ids0) and torch.equal(_logits, _logits0), "inputs must be left unchanged")
-check_close("prompt lengths as a tensor", masked_lm_loss(_logits, _ids, torch.tensor(_plen), _mask), _ref, atol=1e-5)
-_g = masked_lm_loss(_logits.bfloat16(), _ids, _plen, _mask)
-check_true(_g.dtype == torch.float32, f"the loss must be float32 for bfloat16 logits, got {_g.dtype}")
-check_close("bfloat16 logits", _g, ForCausalLMLoss(_logits.bfloat16(), _labels, vocab_size=_V), atol=1e-4)
-_lab2 = _ids.clone(); _lab2[:, :2] = -100
-check_close("no attention_mask (no padding)", masked_lm_loss(_logits, _ids, [2, 2, 2]), ForCausalLMLoss(_logits, _lab2, vocab_size=_V), atol=1e-5)
+record("input_ids after masked_lm_loss (inputs left unchanged)", _ids)
+record("logits after masked_lm_loss (inputs left unchanged)", _logits)
+record("attention_mask after masked_lm_loss (inputs left unchanged)", _mask)
+record("loss: 3 rows, prompt lengths [3, 1, 2], lengths [9, 6, 4] (a float32 scalar)", _got, atol=1e-5)
+record("loss with prompt lengths as a tensor", masked_lm_loss(_logits, _ids, torch.tensor(_plen), _mask), atol=1e-5)
+record("loss with bfloat16 logits (computed in float32: a float32 scalar)",
+       masked_lm_loss(_logits.bfloat16(), _ids, _plen, _mask), atol=1e-4)
+record("loss without attention_mask (no padding), prompt lengths [2, 2, 2]", masked_lm_loss(_logits, _ids, [2, 2, 2]),
+       atol=1e-5)
+record("loss with a prompt length of 0 (row 0: every token after the first is a target)",
+       masked_lm_loss(_logits, _ids, [0, 1, 2], _mask), atol=1e-5)
 for _bad in ([-1, 1, 1], [3, 6, 2]):
-    try:
-        masked_lm_loss(_logits, _ids, _bad, _mask)
-    except ValueError:
-        continue
-    raise AssertionError(f"prompt_lengths={_bad} (lengths 9, 6, 4) must raise ValueError")
-del _V, _ids, _mask, _plen, _logits, _labels, _b, _p, _ref, _ids0, _logits0, _got, _g, _lab2, _bad, ForCausalLMLoss
+    record(f"masked_lm_loss with prompt_lengths={_bad} (lengths 9, 6, 4: must raise ValueError)",
+           outcome(masked_lm_loss, _logits, _ids, _bad, _mask))
+### BEGIN REFERENCE
+from course_utils.grading import expect
+from transformers.loss.loss_utils import ForCausalLMLoss
+
+
+def _labels_for(plen, mask):
+    lab = _ids.clone()
+    for b, p in enumerate(plen):
+        lab[b, :p] = -100
+    if mask is not None:
+        lab[mask == 0] = -100
+    return lab
+
+
+# the transformers convention (labels -100 on the prompt and padding, shifted inside)
+expect("loss: 3 rows, prompt lengths [3, 1, 2], lengths [9, 6, 4] (a float32 scalar)",
+       ForCausalLMLoss(_logits, _labels_for(_plen, _mask), vocab_size=_V), atol=1e-5)
+expect("loss with prompt lengths as a tensor", ForCausalLMLoss(_logits, _labels_for(_plen, _mask), vocab_size=_V), atol=1e-5)
+expect("loss with bfloat16 logits (computed in float32: a float32 scalar)",
+       ForCausalLMLoss(_logits.bfloat16(), _labels_for(_plen, _mask), vocab_size=_V), atol=1e-4)
+expect("loss without attention_mask (no padding), prompt lengths [2, 2, 2]",
+       ForCausalLMLoss(_logits, _labels_for([2, 2, 2], None), vocab_size=_V), atol=1e-5)
+expect("loss with a prompt length of 0 (row 0: every token after the first is a target)",
+       ForCausalLMLoss(_logits, _labels_for([0, 1, 2], _mask), vocab_size=_V), atol=1e-5)
+del ForCausalLMLoss, _labels_for
+### END REFERENCE
+del _V, _ids, _mask, _plen, _logits, _got, _bad
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -458,16 +539,22 @@ _m = nn.Sequential(nn.Linear(4, 3), nn.Linear(3, 2))
 _m[0].weight.requires_grad_(False)
 check_equal("count_trainable (first weight frozen)", tuple(count_trainable(_m)), (3 + 6 + 2, 12 + 3 + 6 + 2))
 ### BEGIN HIDDEN TESTS
-from course_utils.grading import assert_untampered
-assert_untampered()
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import record
 from transformers import LlamaConfig, LlamaForCausalLM
+record("module of count_trainable (it must be defined in this notebook)", count_trainable.__module__)
 torch.manual_seed(0)
 _tiny = LlamaForCausalLM(LlamaConfig(vocab_size=50, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
                                      num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=True))
 _pm = get_peft_model(_tiny, LoraConfig(r=3, lora_alpha=6, target_modules=["q_proj", "down_proj"]))
-_ref = _pm.get_nb_trainable_parameters()
-check_equal("count_trainable of a peft model (tied embeddings) vs peft", tuple(int(v) for v in count_trainable(_pm)), tuple(_ref))
-del _tiny, _pm, _ref, LlamaConfig, LlamaForCausalLM
+record("count_trainable of a peft model (LoRA r=3 on q_proj, down_proj; tied embeddings)",
+       tuple(int(v) for v in count_trainable(_pm)))
+### BEGIN REFERENCE
+from course_utils.grading import expect
+expect("count_trainable of a peft model (LoRA r=3 on q_proj, down_proj; tied embeddings)",
+       tuple(int(v) for v in _pm.get_nb_trainable_parameters()))
+### END REFERENCE
+del _tiny, _pm, LlamaConfig, LlamaForCausalLM
 ### END HIDDEN TESTS
 
 # %% [markdown]

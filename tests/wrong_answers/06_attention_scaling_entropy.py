@@ -14,7 +14,7 @@ ENTROPY = {
     "no_minus_sign": [("return -plogp.sum(dim=dim)", "return plogp.sum(dim=dim)")],
 }
 SOFTMAX = {
-    "no_max_shift": [("z = z - z.amax(dim=dim, keepdim=True)\n", "")],
+    "no_max_shift": [("    z = z - z.amax(dim=dim, keepdim=True)\n", "")],  # the whole line, indentation included
     "multiplies_by_tau": [("z = x / tau", "z = x * tau")],
     # right on the visible inputs, nan on rows whose logits are far below the global max
     "global_max": [("z = z - z.amax(dim=dim, keepdim=True)", "z = z - z.max()")],

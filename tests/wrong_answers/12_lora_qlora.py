@@ -52,6 +52,17 @@ VARIANTS = [
      "cells": {"ex1_lora_linear": [("return self.base(x) + self.scaling * (x @ self.A.T) @ self.B.T",
                                     "return x @ self.base.weight.T + self.scaling * (x @ self.A.T) @ self.B.T")]},
      "loses": ["test_ex1_lora_init", "test_ex1_lora_vs_peft"]},
+    {"name": "lora_base_deep_copied",          # frozen, but a copy: self.base is not the layer given
+     "cells": {"ex1_lora_linear": [("        self.base = base\n",
+                                    "        self.base = copy.deepcopy(base)\n        for q in base.parameters():\n"
+                                    "            q.requires_grad_(False)\n")]},
+     "loses": ["test_ex1_lora_init"]},
+    {"name": "lora_AB_default_dtype",           # A and B in float32 whatever the base weight's dtype
+     "cells": {"ex1_lora_linear": [("torch.empty(r, base.in_features, dtype=w.dtype, device=w.device)",
+                                    "torch.empty(r, base.in_features, device=w.device)"),
+                                   ("torch.zeros(base.out_features, r, dtype=w.dtype, device=w.device)",
+                                    "torch.zeros(base.out_features, r, device=w.device)")]},
+     "loses": ["test_ex1_lora_init"]},
     # Exercise 2: the masked loss
     {"name": "loss_mask_off_by_one_drops_first_response_token",
      "cells": {"ex2_masked_loss": [("(pos >= plen[:, None])", "(pos > plen[:, None])")]},
@@ -64,6 +75,9 @@ VARIANTS = [
                                     "logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1)")]},
      "loses": ["test_ex2_masked_loss"]},
     {"name": "loss_mean_per_sequence", "cells": {"ex2_masked_loss": _LOSS_PER_SEQUENCE},
+     "loses": ["test_ex2_masked_loss"]},
+    {"name": "loss_not_upcast_to_float32",      # a bfloat16 loss for bfloat16 logits
+     "cells": {"ex2_masked_loss": [("logits[:, :-1].float().reshape", "logits[:, :-1].reshape")]},
      "loses": ["test_ex2_masked_loss"]},
     # Exercise 3: counting
     {"name": "count_frozen_as_trainable",

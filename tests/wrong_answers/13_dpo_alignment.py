@@ -96,6 +96,10 @@ VARIANTS = [
     {"name": "dpo_log_of_sigmoid",
      "cells": {"ex2_dpo_loss": [("loss = -F.logsigmoid(margins).mean()", "loss = -torch.log(torch.sigmoid(margins)).mean()")]},
      "loses": ["test_ex2_dpo_loss"]},
+    {"name": "dpo_subtracts_in_place",          # the caller's policy log-probs are overwritten
+     "cells": {"ex2_dpo_loss": [("chosen_rewards = beta * (policy_chosen - ref_chosen)",
+                                 "chosen_rewards = beta * policy_chosen.sub_(ref_chosen)")]},
+     "loses": ["test_ex2_dpo_loss"]},
     # Exercise 3: GRPO advantages
     {"name": "adv_population_std",
      "cells": {"ex3_group_advantages": [("unbiased=True", "unbiased=False")]},
@@ -107,6 +111,9 @@ VARIANTS = [
      "cells": {"ex3_group_advantages": [("(std + eps)", "(std + 1e-4)")]},
      "loses": ["test_ex3_group_advantages"]},
     {"name": "adv_global_normalisation", "cells": {"ex3_group_advantages": _ADV_GLOBAL},
+     "loses": ["test_ex3_group_advantages"]},
+    {"name": "adv_normalises_in_place",         # right values, but the rewards are overwritten
+     "cells": {"ex3_group_advantages": [("return (rewards - mean) / (std + eps)", "return rewards.sub_(mean).div_(std + eps)")]},
      "loses": ["test_ex3_group_advantages"]},
     # Exercise 4: contamination
     {"name": "ngram_characters", "cells": {"ex4_ngram_overlap": _NGRAM_CHARS}, "loses": ["test_ex4_ngram_overlap"]},
