@@ -138,6 +138,8 @@ def sequence_logprobs(logits, input_ids, completion_mask):
     0 on prompt tokens and padding.
     Returns a float32 tensor of shape (B,): sum over t >= 1 with completion_mask[:, t] == 1 of
     log softmax(logits[:, t-1])[input_ids[:, t]], computed in float32 whatever the logits' dtype.
+    Positions outside the completion contribute nothing, even where their log-probability is -inf
+    (a token the model rules out, e.g. a masked vocabulary entry, in the prompt or the padding).
     Inputs are left unchanged. Raises ValueError if the shapes do not match, or if a row has no
     completion token at positions t >= 1 (an empty completion).
     """
@@ -150,7 +152,8 @@ def sequence_logprobs(logits, input_ids, completion_mask):
         raise ValueError("a sequence has an empty completion (no completion token after position 0)")
     logp = torch.log_softmax(logits[:, :-1].to(torch.float32), dim=-1)
     token_logp = logp.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
-    return (token_logp * mask).sum(dim=-1)
+    # select, do not multiply: 0 * (-inf) is nan
+    return torch.where(mask.bool(), token_logp, torch.zeros_like(token_logp)).sum(dim=-1)
     ### END SOLUTION
 
 
@@ -192,6 +195,11 @@ for _what, _bad_mask in _bad_masks.items():
            outcome(sequence_logprobs, _logits, _ids, _bad_mask))
 record("sequence_logprobs with completion_mask of batch 3, input_ids of batch 4: must raise ValueError",
        outcome(sequence_logprobs, _logits, _ids, _mask[:3]))
+_lg_inf = _logits.clone()
+_lg_inf[0, 0, _ids[0, 1]] = float("-inf")      # the prompt token at position 1 of row 0 is ruled out by the model
+_lg_inf[3, 7, _ids[3, 8]] = float("-inf")      # and so is the padding token at position 8 of row 3
+record("sequence_logprobs when a prompt or padding token has log-probability -inf (it must not contribute: "
+       "select, do not multiply by the mask)", sequence_logprobs(_lg_inf, _ids, _mask), atol=1e-4, rtol=1e-5)
 ### BEGIN REFERENCE
 from course_utils.grading import expect
 
@@ -210,6 +218,8 @@ def _ref_slp(lg, ids, m):
 
 expect("sequence_logprobs on 4 rows with padding after the completion (a float32 (4,) tensor)",
        _ref_slp(_logits, _ids, _mask), atol=1e-4, rtol=1e-5)
+expect("sequence_logprobs when a prompt or padding token has log-probability -inf (it must not contribute: "
+       "select, do not multiply by the mask)", _ref_slp(_logits, _ids, _mask), atol=1e-4, rtol=1e-5)
 expect("sequence_logprobs with bfloat16 logits and a bool mask (a float32 result)",
        _ref_slp(_logits.to(torch.bfloat16).float(), _ids, _mask), atol=1e-3, rtol=1e-5)
 _g = torch.Generator().manual_seed(7)
@@ -217,7 +227,7 @@ expect("logits after sequence_logprobs (inputs left unchanged)", 3 * torch.randn
 expect("input_ids after sequence_logprobs (inputs left unchanged)", torch.randint(0, 11, (4, 9), generator=_g))
 del _ref_slp
 ### END REFERENCE
-del _g, _logits, _ids, _mask, _out, _outb, _bad_masks, _what, _bad_mask
+del _g, _logits, _ids, _mask, _out, _outb, _bad_masks, _what, _bad_mask, _lg_inf
 ### END HIDDEN TESTS
 
 # %% [markdown]

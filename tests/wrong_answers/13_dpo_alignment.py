@@ -63,8 +63,14 @@ _NGRAM_FIXED_8 = '''def ngram_overlap(benchmark, training, n=8):
 VARIANTS = [
     # Exercise 1: sequence log-probs
     {"name": "slp_mean_instead_of_sum",
-     "cells": {"ex1_sequence_logprobs": [("return (token_logp * mask).sum(dim=-1)",
-                                          "return (token_logp * mask).sum(dim=-1) / mask.sum(dim=-1)")]},
+     "cells": {"ex1_sequence_logprobs": [("return torch.where(mask.bool(), token_logp, torch.zeros_like(token_logp)).sum(dim=-1)",
+                                          "return torch.where(mask.bool(), token_logp, torch.zeros_like(token_logp)).sum(dim=-1)"
+                                          " / mask.sum(dim=-1)")]},
+     "loses": ["test_ex1_sequence_logprobs"]},
+    # right on every finite input; nan when a token outside the completion has log-probability -inf
+    {"name": "slp_multiplies_by_mask",
+     "cells": {"ex1_sequence_logprobs": [("return torch.where(mask.bool(), token_logp, torch.zeros_like(token_logp)).sum(dim=-1)",
+                                          "return (token_logp * mask).sum(dim=-1)")]},
      "loses": ["test_ex1_sequence_logprobs"]},
     {"name": "slp_no_shift", "cells": {"ex1_sequence_logprobs": _SLP_NO_SHIFT},
      "loses": ["test_ex1_sequence_logprobs"]},
