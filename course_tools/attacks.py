@@ -31,7 +31,7 @@ import sys
 import types
 from typing import Any
 
-from course_tools.references import BEGIN_REF, BEGIN_TESTS, END_REF, END_TESTS, is_test_cell
+from course_tools.references import is_test_cell, split_reference_blocks
 
 STAND_INS = '''
 def _nop(*a, **k):
@@ -145,27 +145,6 @@ def _cell(source: str) -> dict:
     return {"cell_type": "code", "metadata": {}, "source": source, "outputs": [], "execution_count": None}
 
 
-def _hidden_parts(source: str) -> tuple[str, str]:
-    """(student part, reference blocks) of a test cell's hidden region."""
-    student, ref = [], []
-    inside_tests = inside_ref = False
-    for line in source.splitlines(keepends=True):
-        s = line.strip()
-        if s == BEGIN_TESTS:
-            inside_tests = True
-        elif s == END_TESTS:
-            inside_tests = False
-        elif s == BEGIN_REF:
-            inside_ref = True
-        elif s == END_REF:
-            inside_ref = False
-        elif inside_ref:
-            ref.append(line)
-        else:
-            student.append(line)   # visible part too: names it reads are not "reference only"
-    return "".join(student), "".join(ref)
-
-
 def _names(source: str) -> tuple[set[str], set[str]]:
     """(names read, names bound) in ``source``."""
     try:
@@ -193,7 +172,7 @@ def reference_only_names(source_nb: dict) -> list[str]:
         if not is_test_cell(cell):
             continue
         src = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
-        student, ref = _hidden_parts(src)
+        student, ref = split_reference_blocks(src)   # the student part with the visible tests
         r_read, r_bound = _names(ref)
         s_read, s_bound = _names(student)
         ref_reads |= r_read - r_bound - s_bound

@@ -47,9 +47,10 @@ def is_test_cell(cell: Any) -> bool:
     return cell.get("cell_type") == "code" and bool(meta.get("grade")) and not meta.get("solution")
 
 
-def strip_reference_blocks(source: str) -> str:
-    """``source`` without its reference blocks (marker lines included)."""
-    out: list[str] = []
+def split_reference_blocks(source: str) -> tuple[str, str]:
+    """``(source without its reference blocks, what the blocks hold)``; marker lines in neither."""
+    outside: list[str] = []
+    inside_blocks: list[str] = []
     inside = False
     for line in source.splitlines(keepends=True):
         s = line.strip()
@@ -57,9 +58,14 @@ def strip_reference_blocks(source: str) -> str:
             inside = True
         elif s == END_REF:
             inside = False
-        elif not inside:
-            out.append(line)
-    return "".join(out)
+        else:
+            (inside_blocks if inside else outside).append(line)
+    return "".join(outside), "".join(inside_blocks)
+
+
+def strip_reference_blocks(source: str) -> str:
+    """``source`` without its reference blocks (marker lines included): what a submission's kernel runs."""
+    return split_reference_blocks(source)[0]
 
 
 def source_problems(source: str) -> list[str]:
