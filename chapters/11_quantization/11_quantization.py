@@ -411,7 +411,10 @@ def nf4_quantize(x, blocksize=64):
     x: float tensor of any shape (float32/float16/bfloat16), flattened row-major; n = x.numel().
     blocksize: even, >= 2, dividing n (else ValueError).
     Per block b: absmax[b] = max |x| (float32); s = clamp(x.float() * (1 / max(absmax[b], 1e-38)), -1, 1);
-    code = index of the nearest NF4_CODE value (exactly halfway between two values -> the lower index).
+    code = index of the nearest NF4_CODE value, decided as bitsandbytes decides it: code = the number of
+    midpoints m_k = (NF4_CODE[k] + NF4_CODE[k+1]) / 2 (computed in float32) strictly below s, so a value
+    exactly on a midpoint takes the lower index. (Comparing |s - NF4_CODE[k]| instead can send a
+    midpoint up, the two distances being rounded to float32: the visible test checks all 15 midpoints.)
     Returns (packed, absmax): packed uint8 of shape (n // 2,) with byte i = code[2i] << 4 | code[2i+1];
     absmax float32 of shape (n // blocksize,). x is not modified.
     """
@@ -443,6 +446,11 @@ _x2 = torch.tensor([2.0, 1.0, -0.5, 0.25, 4.0, -4.0, 0.1, 0.0])
 _p2, _a2 = nf4_quantize(_x2, blocksize=4)
 check_close("absmax per block of 4", _a2, [2.0, 4.0], atol=0)
 check_equal("packed bytes with blocksize 4", _p2.tolist(), [15 << 4 | 12, 4 << 4 | 9, 15 << 4 | 0, 7 << 4 | 7])
+# values exactly on the float32 midpoints go to the LOWER code (the rule in the docstring)
+_mids = (NF4_CODE[1:] + NF4_CODE[:-1]) / 2
+_pm, _ = nf4_quantize(torch.cat([torch.tensor([1.0]), _mids]), blocksize=16)   # absmax 1: s is the value itself
+check_equal("codes of [1.0, then the 15 midpoints m_0..m_14] (m_k goes to code k)",
+            torch.stack([_pm >> 4, _pm & 15], dim=1).reshape(-1).tolist(), [15] + list(range(15)))
 print("Visible tests passed.")
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
