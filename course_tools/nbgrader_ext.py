@@ -344,12 +344,24 @@ class VerifyRecords(NbGraderPreprocessor):
     compares them with the submission's, removes the record outputs, and gives the cell an error
     output naming what differs (nbgrader then scores it 0) or a one-line summary when everything
     matches. Nothing that came out of the student's kernel is executed: records are parsed as data.
+
+    Test cells whose hidden region holds a ``### BEGIN PROBE WITHOUT <packages>`` block are recorded a second time
+    in a sandboxed kernel where those packages do not exist (``course_tools/probe.py``); both sets of
+    records must match the reference.
     """
 
     def preprocess(self, nb: NotebookNode, resources: Any) -> tuple[NotebookNode, Any]:
+        import nbformat
+
+        from course_tools.probe import ANSWER_ERRORS, PROBE_SUFFIX, run_probe
         from course_utils.records import MIME, RecordError, verify_cell
 
-        refs = self._references(resources)
+        source, root = self._source(resources)
+        refs = self._references(source, root)
+        # exercises that must be written without a library: recorded again where it does not exist
+        workdir = Path(resources.get("metadata", {}).get("path") or ".")
+        probe_recs, probe_errors, plan = run_probe(nbformat.read(source, as_version=4), nb, workdir,
+                                                   config=self.config, log=self.log)
         for cell in nb.cells:
             if not _is_test_cell(cell):
                 continue
@@ -363,6 +375,15 @@ class VerifyRecords(NbGraderPreprocessor):
                     kept.append(out)
             try:
                 problems, n = verify_cell(recs, refs[gid])
+                if gid in plan:
+                    without = ", ".join(plan[gid])
+                    p2, _ = verify_cell(json.loads(json.dumps(probe_recs.get(gid, []))), refs[gid + PROBE_SUFFIX])
+                    if p2:
+                        why = "; ".join(probe_errors.get(gid, [])[:1]) or "; ".join(p[:300] for p in p2[:2])
+                        if probe_errors.get(ANSWER_ERRORS):
+                            why += f"; there, one of your cells failed with {probe_errors[ANSWER_ERRORS][0]}"
+                        problems.append(f"this exercise must work without {without}: run again where {without} "
+                                        f"is not installed, it does not give the same results ({why})")
             except (KeyError, RecordError) as exc:
                 raise RuntimeError(f"no usable reference records for test cell {gid}: {exc}") from exc
             if problems:
@@ -371,19 +392,23 @@ class VerifyRecords(NbGraderPreprocessor):
                 kept.append(from_dict({"output_type": "error", "ename": "HiddenTestFailed", "evalue": msg,
                                        "traceback": ["HiddenTestFailed: " + msg]}))
             else:
+                extra = f" (also with {', '.join(plan[gid])} removed)" if gid in plan else ""
                 kept.append(from_dict({"output_type": "stream", "name": "stdout",
-                                       "text": f"[autograder] {n} hidden values checked outside your kernel: all match\n"}))
+                                       "text": f"[autograder] {n} hidden values checked outside your kernel{extra}: "
+                                               "all match\n"}))
             cell["outputs"] = kept
         return nb, resources
 
-    def _references(self, resources: Any) -> dict[str, list[Any]]:
+    def _source(self, resources: Any) -> tuple[Path, Path]:
         from nbgrader.coursedir import CourseDirectory
-
-        from course_tools.references import reference_records
 
         info = resources.get("nbgrader", {})
         coursedir = CourseDirectory(config=self.config)
         folder = Path(coursedir.format_path(coursedir.source_directory, ".", info["assignment"]))
-        source = folder / f"{info['notebook']}.ipynb"
-        return reference_records(source, Path(coursedir.root), config=self.config, log=self.log,
+        return folder / f"{info['notebook']}.ipynb", Path(coursedir.root)
+
+    def _references(self, source: Path, root: Path) -> dict[str, list[Any]]:
+        from course_tools.references import reference_records
+
+        return reference_records(source, root, config=self.config, log=self.log,
                                  timeout=int(os.environ.get("LLM_COURSE_CELL_TIMEOUT", "300")) * 4)

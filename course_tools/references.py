@@ -90,6 +90,20 @@ def source_problems(source: str) -> list[str]:
                 problems.append("reference blocks unbalanced or nested")
     if depth:
         problems.append("a reference block is not closed")
+    from course_tools.probe import END_PROBE, PROBE_RE
+    inside_ref = inside_probe = False
+    for i, ln in enumerate(lines):
+        if ln in (BEGIN_REF, END_REF):
+            inside_ref = ln == BEGIN_REF
+        elif PROBE_RE.match(ln) or ln == END_PROBE:
+            opening = ln != END_PROBE
+            if not b < i < e or inside_ref:
+                problems.append("a probe marker outside the hidden-test region or inside a reference block")
+            if opening == inside_probe:
+                problems.append("probe blocks unbalanced or nested")
+            inside_probe = opening
+    if inside_probe:
+        problems.append("a probe block is not closed")
     hidden = strip_reference_blocks("\n".join(source.splitlines()[b + 1:e]))
     if not _RECORD_CALL.search(hidden):
         problems.append("the hidden region records nothing outside its reference blocks (record(...))")
@@ -127,23 +141,25 @@ def cache_folder(course_root: Path) -> Path:
     return Path(env).resolve() if env else (course_root / COURSE_PRIVATE / "references").resolve()
 
 
-def execute_source(source_nb: Path, *, timeout: int = 600, config: Any = None, log: Any = None) -> Any:
-    """Execute the instructor's notebook (reference blocks kept) in a sandboxed kernel; the executed notebook."""
+def execute_sandboxed(nb: Any, folder: Path, *, kernel_manager_class: Any = None, timeout: int = 600,
+                      config: Any = None, log: Any = None, ignore: tuple[str, ...] = (".ipynb_checkpoints", "*.py"),
+                      prefix: str = "llm-course-reference-") -> Any:
+    """Execute ``nb`` in place, as the autograder would (records on, ``NBGRADER_EXECUTION`` set), in a
+    sandboxed kernel whose working directory is a copy of ``folder``; returns ``nb``."""
     from nbclient import NotebookClient
 
     from course_tools.sandbox import SandboxedKernelManager
 
-    nb = nbformat.read(source_nb, as_version=4)
-    with tempfile.TemporaryDirectory(prefix="llm-course-reference-") as tmp:
-        work = Path(tmp) / source_nb.parent.name
-        shutil.copytree(source_nb.parent, work, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "*.py"))
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        work = Path(tmp) / (folder.name or "work")
+        shutil.copytree(folder, work, ignore=shutil.ignore_patterns(*ignore))
         old = {k: os.environ.get(k) for k in ("NBGRADER_EXECUTION", RECORD_ENV)}
         os.environ.setdefault("NBGRADER_EXECUTION", "autograde")
         os.environ[RECORD_ENV] = "1"
         try:
             kw: dict[str, Any] = {"config": config} if config is not None else {}
             client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
-                                    kernel_manager_class=SandboxedKernelManager,
+                                    kernel_manager_class=kernel_manager_class or SandboxedKernelManager,
                                     resources={"metadata": {"path": str(work)}}, **kw)
             if log is not None:
                 client.log = log
@@ -155,6 +171,12 @@ def execute_source(source_nb: Path, *, timeout: int = 600, config: Any = None, l
                 else:
                     os.environ[k] = v
     return nb
+
+
+def execute_source(source_nb: Path, *, timeout: int = 600, config: Any = None, log: Any = None) -> Any:
+    """Execute the instructor's notebook (reference blocks kept) in a sandboxed kernel; the executed notebook."""
+    return execute_sandboxed(nbformat.read(source_nb, as_version=4), source_nb.parent, timeout=timeout,
+                             config=config, log=log)
 
 
 def reference_records(source_nb: Path, course_root: Path, *, timeout: int = 600, config: Any = None,
@@ -179,6 +201,19 @@ def reference_records(source_nb: Path, course_root: Path, *, timeout: int = 600,
                 problems.append(f"test cell {gid} failed in the reference run: {errors[0]}")
     recs = json.loads(json.dumps(records_by_cell(nb)))
     problems += [f"test cell {gid} records nothing in the reference run" for gid, r in recs.items() if not r]
+    if not problems:   # the solution must also pass the checks that remove a library (course_tools/probe.py)
+        from course_tools.probe import PROBE_SUFFIX, probe_reference, run_probe
+        from course_utils.records import verify_cell
+
+        source = nbformat.read(source_nb, as_version=4)
+        probe_recs, probe_errors, plan = run_probe(source, source, source_nb.parent, config=config, log=log)
+        for gid in plan:
+            got = json.loads(json.dumps(probe_recs.get(gid, [])))
+            recs[gid + PROBE_SUFFIX] = probe_reference(recs[gid], got)
+            bad, _ = verify_cell(got, recs[gid + PROBE_SUFFIX])
+            if bad or not got:
+                problems.append(f"the probe block of {gid} (without {', '.join(plan[gid])}) fails on the solution: "
+                                f"{(probe_errors.get(gid) or bad or ['records nothing'])[:2]}")
     if problems:
         raise RuntimeError(f"reference run of {source_nb}: " + "; ".join(problems))
     folder.mkdir(parents=True, exist_ok=True)

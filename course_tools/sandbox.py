@@ -75,9 +75,55 @@ def _under(path: Path, parent: Path) -> bool:
         return False
 
 
+def package_paths(names: list[str]) -> list[Path]:
+    """Where the installed top-level packages ``names`` live (folders or single files), without importing them."""
+    import importlib.util
+
+    found: list[Path] = []
+    for name in names:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None:
+            continue
+        if spec.submodule_search_locations:
+            found += [Path(p).resolve() for p in spec.submodule_search_locations]
+        elif spec.origin and spec.origin not in ("built-in", "frozen"):
+            found.append(Path(spec.origin).resolve())
+    return found
+
+
+def mask_args(names: list[str], stub_dir: Path) -> list[str]:
+    """bubblewrap arguments that make the packages ``names`` unimportable: their files are replaced.
+
+    A package folder becomes an empty tmpfs holding only an ``__init__.py`` that raises
+    ``ModuleNotFoundError`` (an empty folder would import as a namespace package); a single-file
+    module is replaced by that stub. Nothing of the package's code is left to reach in the sandbox.
+    """
+    args: list[str] = []
+    stub_dir.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        stub = stub_dir / f"{name}.py"
+        stub.write_text(f"raise ModuleNotFoundError({name!r} ' is not installed in this check: the autograder runs "
+                        f"this exercise with ' {name!r} ' removed, because it must be written without it', "
+                        f"name={name!r})\n")
+        for path in package_paths([name]):
+            if path.is_dir():
+                args += ["--tmpfs", str(path), "--ro-bind", str(stub), str(path / "__init__.py")]
+            else:
+                args += ["--ro-bind", str(stub), str(path)]
+    return args
+
+
 def bwrap_args(workdir: Path, sockdir: Path, home: Path, course_roots: list[Path],
-               extra_private: list[Path] | None = None) -> list[str]:
-    """The bubblewrap command line (without the kernel command) for one submission's kernel."""
+               extra_private: list[Path] | None = None, masked_packages: list[str] | None = None,
+               stub_dir: Path | None = None) -> list[str]:
+    """The bubblewrap command line (without the kernel command) for one submission's kernel.
+
+    ``masked_packages``: top-level packages whose files are replaced by a stub that raises
+    ``ModuleNotFoundError`` (:func:`mask_args`; ``stub_dir`` holds the stubs).
+    """
     args = ["bwrap", "--die-with-parent", "--new-session", "--unshare-net", "--unshare-pid", "--unshare-ipc",
             "--unshare-uts", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     # The grader's home (its IPython profile, credentials...) and /tmp are replaced by empty tmpfs
@@ -108,6 +154,8 @@ def bwrap_args(workdir: Path, sockdir: Path, home: Path, course_roots: list[Path
     # ipykernel polls its parent and exits when the parent pid becomes 1, which inside a PID
     # namespace it is from the start: 1 switches the poll off (--die-with-parent does its job).
     args += ["--setenv", "JPY_PARENT_PID", "1"]
+    if masked_packages:
+        args += mask_args(list(masked_packages), stub_dir or Path(tempfile.mkdtemp(prefix="llm-course-stubs-")))
     args += ["--bind", str(home), str(home), "--bind", str(sockdir), str(sockdir),
              "--bind", str(workdir), str(workdir), "--chdir", str(workdir)]
     return args
@@ -121,6 +169,8 @@ class SandboxedKernelManager(AsyncKernelManager):
     course_root = Unicode("", config=True, help="Course directory whose private folders the sandbox hides "
                                                 "(default: $LLM_COURSE_NBGRADER_ROOT, else the repository).")
     extra_private = List(Unicode(), config=True, help="More paths to hide from the kernel (tmpfs or empty file).")
+    masked_packages = List(Unicode(), config=True, help="Top-level packages the kernel cannot import: their files "
+                                                        "are replaced by a stub (course_tools/probe.py).")
 
     _sandbox_dir: tempfile.TemporaryDirectory | None = None
 
@@ -174,8 +224,12 @@ class SandboxedKernelManager(AsyncKernelManager):
             os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "huggingface"))
         kw["env"] = env
         workdir = Path(kw.get("cwd") or os.getcwd()).resolve()
+        if self.masked_packages and self._unsandboxed:
+            raise SandboxUnavailable("a check that removes packages (course_tools/probe.py) needs bubblewrap: "
+                                     "without a sandbox the packages cannot be removed")
         if not self._unsandboxed:
-            args = bwrap_args(workdir, base / "sock", home, self._roots(), [Path(p) for p in self.extra_private])
+            args = bwrap_args(workdir, base / "sock", home, self._roots(), [Path(p) for p in self.extra_private],
+                              list(self.masked_packages), base / "stubs")
             kernel_cmd = args + ["--", *kernel_cmd]
         await super()._async_launch_kernel(kernel_cmd, **kw)
 

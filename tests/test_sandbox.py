@@ -141,3 +141,32 @@ def test_nbgrader_config_executes_submissions_in_the_sandbox():
     assert "SandboxedExecute," in text
     ex = sandbox.SandboxedExecute()
     assert ex.kernel_manager_class is sandbox.SandboxedKernelManager
+
+
+MASKED_CODE = r'''
+import importlib, importlib.util, json, os
+r = {}
+for name in ("sklearn", "bitsandbytes", "tokenizers"):
+    try:
+        importlib.import_module(name)
+        r[name] = "imported"
+    except ModuleNotFoundError as e:
+        r[name] = "ModuleNotFoundError" if "removed" in str(e) else str(e)
+r["files"] = sorted(os.listdir(os.path.dirname(importlib.util.find_spec("torch").origin) + "/../sklearn"))
+import torch
+r["torch_ops_bnb"] = hasattr(torch.ops, "bitsandbytes") and hasattr(torch.ops.bitsandbytes, "quantize_4bit")
+import numpy
+r["numpy"] = numpy.__version__
+print(json.dumps(r))
+'''
+
+
+@pytest.mark.skipif(sandbox.probe() is not None, reason=f"no bubblewrap here: {sandbox.probe()}")
+def test_a_kernel_with_packages_removed_cannot_reach_them(course):
+    """The probe's kernel (course_tools/probe.py): removed packages leave nothing to import or call."""
+    r = _run(course, MASKED_CODE, masked_packages=["sklearn", "bitsandbytes", "tokenizers"])
+    assert r["sklearn"] == r["bitsandbytes"] == r["tokenizers"] == "ModuleNotFoundError", r
+    assert r["files"] == ["__init__.py"], "files of a removed package are still there"
+    assert r["torch_ops_bnb"] is False, "bitsandbytes' kernels are reachable through torch.ops"
+    assert r["numpy"]
+    import sklearn  # noqa: F401  (outside the sandbox nothing changed)

@@ -230,6 +230,8 @@ show_batch(bert_tokenizer([text], ["It is a good book."], truncation="only_secon
 # Implement WordPiece for **one word** (the normalizer and pre-tokenizer have already run). Work on
 # characters (Python `str` indexing), so `é` counts as one character. `vocab` is anything that
 # supports `token in vocab` (a `dict` token → id such as `bert_tokenizer.get_vocab()`, or a `set`).
+# This exercise and the next two are the algorithms themselves: the autograder also runs them where
+# `tokenizers` and `transformers` are not installed, with this notebook's imports only.
 
 # %% nbgrader={"grade": false, "grade_id": "ex1_wordpiece", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def wordpiece_tokenize_word(word, vocab, unk_token="[UNK]", prefix="##", max_chars=100):
@@ -339,6 +341,10 @@ def _names(fn, _seen=None):
 record("tokenizer-library names that wordpiece_tokenize_word uses (it must implement the algorithm, not call a library)",
        sorted(_names(wordpiece_tokenize_word) & {"WordPiece", "tokenizers", "backend_tokenizer", "bert_tokenizer",
                                                  "convert_ids_to_tokens", "backend", "model", "WordpieceTokenizer"}))
+### BEGIN PROBE WITHOUT tokenizers transformers sentencepiece tiktoken
+# recorded twice: here, and by the autograder in a kernel where these packages are not installed
+import random
+from course_utils.grading import record
 # random cased vocabularies (no lower-casing), 15 words each
 _random = []         # (key, vocabulary, words, kwargs)
 _rng = random.Random(2024)
@@ -355,6 +361,9 @@ for _case in range(60):
     _random.append((f"wordpiece_tokenize_word on 15 words (by word), random vocabulary {_case + 1} of 60: vocab={_voc_list}, "
                     f"unk_token={_unk!r}, prefix={_pre!r}, max_chars={_mc}", _voc_list, _ws,
                     {"unk_token": _unk, "prefix": _pre, "max_chars": _mc}))
+for _key, _vl, _ws, _k in _random:
+    record(_key, {_w: wordpiece_tokenize_word(_w, set(_vl), **_k) for _w in _ws})
+### END PROBE
 # the length limit counts characters, and a word of exactly max_chars characters is still split
 _voc_e = ["é", "##é", "[UNK]"]
 _long = "ab" * 50
@@ -385,12 +394,9 @@ with switched_off(*_NO_TOKENIZER_LIBRARY, functions=[wordpiece_tokenize_word],
                   no_imports=["tokenizers", "transformers", "sentencepiece", "tiktoken"],
                   hint="wordpiece_tokenize_word called or imported a tokenizer library (tokenizers, transformers, "
                        "sentencepiece, tiktoken), which is switched off while it is graded: implement greedy longest-match-first yourself, with str slicing and `in vocab`."):
-    _got_random = [{_w: wordpiece_tokenize_word(_w, set(_vl), **_k) for _w in _ws} for _, _vl, _ws, _k in _random]
     _got_fixed = [wordpiece_tokenize_word(*_a, **_k) for _, _a, _k in _fixed]
     _got_bert = {_w: wordpiece_tokenize_word(_w, _bv) for _w in _words}
 del _NO_TOKENIZER_LIBRARY
-for (_key, _, _, _), _g in zip(_random, _got_random):
-    record(_key, _g)
 for (_key, _, _), _g in zip(_fixed, _got_fixed):
     record(_key, _g)
 record("wordpiece_tokenize_word with BERT's vocabulary on every distinct word of Love's Labour's Lost, and 6 more (by word)",
@@ -613,7 +619,7 @@ import random
 import re
 from collections import Counter
 from course_utils.data import load_work
-from course_utils.grading import record, switched_off
+from course_utils.grading import record
 record("module of learn_bpe_merges (it must be defined in this notebook)", learn_bpe_merges.__module__)
 
 
@@ -652,11 +658,21 @@ record("tokenizer-library names that learn_bpe_merges uses (it must implement th
                                           "bpe_trainer_merges", "_bpe_trainer_merges", "ByteLevelBPETokenizer", "Tokenizer"}))
 
 
+### BEGIN PROBE WITHOUT tokenizers transformers sentencepiece tiktoken
+# recorded twice: here, and by the autograder in a kernel where these packages are not installed
+import random
+import re
+from collections import Counter
+from course_utils.data import load_work
+from course_utils.grading import record
+
+
 def _desc(wc, n):
     return f"learn_bpe_merges({wc}, {n})" if len(str(wc)) < 250 else f"learn_bpe_merges(<{len(wc)} words>, {n})"
 
 
-_fixed = [({"abc": 2, "b": 7}, 10, "stops when every word is one symbol"), (_toy, 0, "no merges")]
+_fixed = [({"abc": 2, "b": 7}, 10, "stops when every word is one symbol"),
+          ({"low": 5, "lower": 2, "newest": 6, "widest": 3}, 0, "no merges")]
 _cases = [({"bbc": 2, "cd": 2}, 3, "ties between a merged symbol and older characters: 'c' (a character) beats 'bb' "
                                    "(created later)"),
           ({"cab": 3, "ca": 5, "ab": 4}, 3, "merging ('a','b') must leave 'ca' 'b' alone")]
@@ -670,26 +686,16 @@ for _case in range(60):
     _cases.append((_wc, _rng.randint(1, 30), f"random case {_case + 1} of 60"))
 _cases.append((dict(Counter(re.findall(r"\S+", load_work("tempest_gut")[:20000]))), 60,
                "the word counts of the start of The Tempest"))
-_NO_TOKENIZER_LIBRARY = (
-    "tokenizers.Tokenizer.train_from_iterator", "tokenizers.Tokenizer.train", "tokenizers.models.Model.tokenize",
-    "tokenizers.Tokenizer.encode", "tokenizers.trainers.BpeTrainer", "tokenizers.tokenizers.trainers.BpeTrainer",
-    "tokenizers.models.BPE", "tokenizers.tokenizers.models.BPE", "tokenizers.Tokenizer", "tokenizers.tokenizers.Tokenizer",
-    "tokenizers.ByteLevelBPETokenizer", "tokenizers.CharBPETokenizer", "tokenizers.SentencePieceBPETokenizer",
-    "transformers.PreTrainedTokenizerFast", "transformers.AutoTokenizer")
-with switched_off(*_NO_TOKENIZER_LIBRARY, functions=[learn_bpe_merges],
-                  no_imports=["tokenizers", "transformers", "sentencepiece", "tiktoken"],
-                  hint="learn_bpe_merges called or imported a tokenizer library (tokenizers, transformers, sentencepiece, "
-                       "tiktoken), which is switched off while it is graded: count the pairs and merge them yourself."):
-    _got_fixed = [learn_bpe_merges(dict(_wc), _n) for _wc, _n, _ in _fixed]
-    _keys = [f"{_desc(_wc, _n)} ({_why})" for _wc, _n, _why in _cases]       # before the calls, which get the dicts
-    _got = [learn_bpe_merges(_wc, _n) for _wc, _n, _ in _cases]
-del _NO_TOKENIZER_LIBRARY
+_got_fixed = [learn_bpe_merges(dict(_wc), _n) for _wc, _n, _ in _fixed]
+_keys = [f"{_desc(_wc, _n)} ({_why})" for _wc, _n, _why in _cases]       # before the calls, which get the dicts
+_got = [learn_bpe_merges(_wc, _n) for _wc, _n, _ in _cases]
 for (_wc, _n, _why), _g in zip(_fixed, _got_fixed):
     record(f"{_desc(_wc, _n)} ({_why})", _g)
 for _key, (_wc, _n, _why), _g in zip(_keys, _cases, _got):
     record(_key, _g)
     record(f"word_counts after {_key}: learn_bpe_merges must not modify it (keep your symbols in your own list)",
            list(_wc.items()))
+### END PROBE
 ### BEGIN REFERENCE
 import json as _json
 from course_utils.grading import expect
@@ -914,6 +920,32 @@ expect("bpe_encode_word on every pre-token of A Lover's Complaint, merges of a b
 check_equal("bpe_encode_word on every pre-token of A Lover's Complaint vs the trained byte-level tokenizer",
             [p for w in _pretoks for p in _got_bl[w]], _bl.encode(_txt).tokens)
 del _lib, _blm, _bl
+### END REFERENCE
+### BEGIN PROBE WITHOUT tokenizers transformers sentencepiece tiktoken
+# recorded twice: here, and by the autograder in a kernel where these packages are not installed
+import random
+from course_utils.grading import record
+_prng = random.Random(314)
+_probe = []          # (key, symbols, merges, words): merge tables drawn at random, no library involved
+for _case in range(30):
+    _letters = _prng.choice(["abc", "abcd", "aéb", "xyĠ"])
+    _syms, _mg = list(_letters), []
+    for _ in range(_prng.randint(1, 15)):
+        _a, _b = _prng.choice(_syms), _prng.choice(_syms)
+        if _a + _b not in _syms:
+            _syms.append(_a + _b)
+            _mg.append((_a, _b))
+    _ws = ["".join(_prng.choice(_letters) for _ in range(_prng.randint(1, 12))) for _ in range(20)]
+    _key = f"bpe_encode_word on 20 words (by word), random merge table {_case + 1} of 30, merges={[list(p) for p in _mg]}"
+    _probe.append((_key if len(_key) <= 480 else _key[:470] + "...]", _syms, _mg, _ws))
+for _key, _syms, _mg, _ws in _probe:
+    record(_key, {_w: bpe_encode_word(_w, {p: r for r, p in enumerate(_mg)}) for _w in _ws})
+### END PROBE
+### BEGIN REFERENCE
+for _key, _syms, _mg, _ws in _probe:
+    _lib = _tk_models.BPE(vocab={t: i for i, t in enumerate(_syms)}, merges=_mg)
+    expect(_key, {_w: [t.value for t in _lib.tokenize(_w)] for _w in _ws})
+del _lib
 ### END REFERENCE
 ### END HIDDEN TESTS
 

@@ -315,7 +315,8 @@ plt.show()
 # way to pick every other coordinate. You may reuse `rotate_2d`, but you do not have to. Write the
 # rotation yourself: do not call `library_rope` or `transformers`' RoPE (`apply_rotary_pos_emb`,
 # `rotate_half` or a `...RotaryEmbedding` class, of any model). They are what the tests compare
-# against, so the tests switch them off while your function runs.
+# against, so the autograder also runs your function where `transformers` is not installed, with
+# this notebook's imports only (`torch`, `math`, `np`).
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_rope_apply", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def rope_apply(x, positions, base=10000.0):
@@ -367,6 +368,10 @@ check_true(_raised, "rope_apply must raise ValueError when the last dimension is
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import outcome, record
 record("module of rope_apply (it must be defined in this notebook)", rope_apply.__module__)
+### BEGIN PROBE WITHOUT transformers
+# recorded twice: here, and by the autograder in a kernel where this package is not installed
+import torch
+from course_utils.grading import outcome, record
 _g = torch.Generator().manual_seed(5)
 _cases = [
     ((2, 3, 5, 8), torch.tensor([3, 10, 11, 50, 7]), 10000.0, torch.float32),      # (batch, heads, seq, d), scattered positions
@@ -377,33 +382,10 @@ _cases = [
     ((4, 6), torch.tensor([1.0, 2.0, 3.0, 4.0]), 1000.0, torch.float16),
 ]
 _xs = [torch.randn(*_shape, generator=_g, dtype=torch.float64).to(_dt) for _shape, _, _, _dt in _cases]
-# the student's rope_apply runs with transformers' RoPE switched off (it is the reference here):
-# apply_rotary_pos_emb, rotate_half and the *RotaryEmbedding classes of every loaded model module,
-# and any import from transformers while it runs (the RoPE of a model family not loaded yet)
-import importlib as _il
-import sys as _sys
-from course_utils.grading import switched_off
-for _fam in ("llama", "mistral", "mixtral", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "gpt_neox", "olmo"):
-    try:
-        _il.import_module(f"transformers.models.{_fam}.modeling_{_fam}")
-    except ImportError:
-        pass
-_rope_paths = []
-for _mname, _mod in list(_sys.modules.items()):
-    if _mod is None or not _mname.startswith("transformers.models."):
-        continue
-    for _a, _v in list(vars(_mod).items()):
-        if _a in ("apply_rotary_pos_emb", "rotate_half"):
-            _rope_paths.append(f"{_mname}.{_a}")
-        elif isinstance(_v, type) and _a.endswith("RotaryEmbedding"):
-            _rope_paths += [f"{_mname}.{_a}.forward", f"{_mname}.{_a}"]   # instances built earlier, and the class
-with switched_off(*_rope_paths, functions=[rope_apply], no_imports=["transformers"],
-                  hint="rope_apply must compute the rotation itself, not call library_rope or transformers' RoPE "
-                       "(apply_rotary_pos_emb, rotate_half, ...RotaryEmbedding, or an import from transformers)."):
-    _outs = []
-    for _x, (_shape, _pos, _base, _dt) in zip(_xs, _cases):
-        _outs.append(rope_apply(_x, _pos, base=_base))
-        record(f"x after rope_apply on shape {_shape} (not modified in place)", _x)
+_outs = []
+for _x, (_shape, _pos, _base, _dt) in zip(_xs, _cases):
+    _outs.append(rope_apply(_x, _pos, base=_base))
+    record(f"x after rope_apply on shape {_shape} (not modified in place)", _x)
 # 1e-4: angles computed in float32 (as in the book's code and in transformers) are accepted;
 # in half precision, the rounding of the result to x's dtype
 _tols = {torch.bfloat16: 3e-2, torch.float16: 4e-3}
@@ -411,6 +393,7 @@ for _x, _out, (_shape, _pos, _base, _dt) in zip(_xs, _outs, _cases):
     _tol = _tols.get(_dt, 1e-4)
     record(f"rope_apply on shape {_shape}, positions {_pos.tolist()}, base {_base:g}", _out, atol=_tol, rtol=_tol)
 record("rope_apply with d = 7", outcome(rope_apply, torch.zeros(1, 3, 7, dtype=torch.float64), torch.arange(3)))
+### END PROBE
 ### BEGIN REFERENCE
 from course_utils.grading import check_close, expect
 from transformers import LlamaConfig

@@ -163,7 +163,8 @@ print("tau=1 probabilities:", [round(x, 4) for x in p1.tolist()],
 # ### Exercise 1 — temperature (1 point)
 # Return $z/\tau$ (same shape and dtype, the input left unchanged). A temperature $\le 0$ is not a
 # temperature: raise `ValueError` with a clear message (greedy decoding is `do_sample=False`, not
-# $\tau = 0$). Do not use `transformers`' warpers in this or the next three exercises.
+# $\tau = 0$). Do not use `transformers`' warpers in this or the next three exercises: the
+# autograder also runs them where `transformers` is not installed, with this notebook's imports only.
 
 # %% nbgrader={"grade": false, "grade_id": "ex1_temperature", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def apply_temperature(logits, temperature):
@@ -191,18 +192,20 @@ except ValueError:
     pass
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
-from course_utils.grading import outcome, record, switched_off
+### BEGIN PROBE WITHOUT transformers
+# recorded twice: here, and by the autograder in a kernel where this package is not installed
+import torch
+from course_utils.grading import outcome, record
 _x = torch.randn(3, 5, 50, generator=torch.Generator().manual_seed(11))
-with switched_off("transformers.generation.logits_process.TemperatureLogitsWarper.__call__",
-                  functions=[apply_temperature], hint="write the temperature yourself, without transformers' warpers"):
-    _out = apply_temperature(_x, 1.7)
-    record("x after apply_temperature(x, 1.7) (x must not be modified in place)", _x)
-    record("apply_temperature on a (3, 5, 50) batch, tau=1.7", _out, atol=1e-6)
-    for _dt, _tol in ((torch.float16, 1e-3), (torch.bfloat16, 8e-3)):
-        record(f"apply_temperature(x in {_dt}, 0.7): a {_dt} result", apply_temperature(_x.to(_dt), 0.7),
-               atol=_tol, rtol=_tol)
-    for _bad in (-1.0, -0.5):
-        record(f"apply_temperature(x, {_bad}) (a temperature <= 0 raises ValueError)", outcome(apply_temperature, _x, _bad))
+_out = apply_temperature(_x, 1.7)
+record("x after apply_temperature(x, 1.7) (x must not be modified in place)", _x)
+record("apply_temperature on a (3, 5, 50) batch, tau=1.7", _out, atol=1e-6)
+for _dt, _tol in ((torch.float16, 1e-3), (torch.bfloat16, 8e-3)):
+    record(f"apply_temperature(x in {_dt}, 0.7): a {_dt} result", apply_temperature(_x.to(_dt), 0.7),
+           atol=_tol, rtol=_tol)
+for _bad in (-1.0, -0.5):
+    record(f"apply_temperature(x, {_bad}) (a temperature <= 0 raises ValueError)", outcome(apply_temperature, _x, _bad))
+### END PROBE
 ### BEGIN REFERENCE
 from course_utils.grading import expect
 _x0 = torch.randn(3, 5, 50, generator=torch.Generator().manual_seed(11))
@@ -250,7 +253,11 @@ check_equal("top_k_filter([1, 2, 2, 2, 0], 2): ties with the 2nd largest are kep
             top_k_filter(torch.tensor([[1.0, 2.0, 2.0, 2.0, 0.0]]), 2).tolist(), [[_inf, 2.0, 2.0, 2.0, _inf]])
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
-from course_utils.grading import record, switched_off
+### BEGIN PROBE WITHOUT transformers
+# recorded twice: here, and by the autograder in a kernel where this package is not installed
+import torch
+from course_utils.grading import outcome, record
+_inf = float("-inf")
 def _topk_input():
     x = torch.randn(6, 200, generator=torch.Generator().manual_seed(12))
     x[0, :10] = 5.0                          # a block of ties at the top
@@ -258,14 +265,13 @@ def _topk_input():
     return x
 _x = _topk_input()
 _topk_cases = [(3, 1, _inf), (1, 1, _inf), (7, 1, -100.0), (2, 5, _inf), (500, 1, _inf)]
-with switched_off("transformers.generation.logits_process.TopKLogitsWarper.__call__",
-                  functions=[top_k_filter], hint="write top-k yourself, without transformers' warpers"):
-    for _k, _m, _f in _topk_cases:
-        record(f"top_k_filter(k={_k}, min_tokens_to_keep={_m}, filter_value={_f}) on random rows with ties",
-               top_k_filter(_x, _k, min_tokens_to_keep=_m, filter_value=_f))
-    record("top_k_filter(k=4) on a (2, 3, 200) batch", top_k_filter(_x.reshape(2, 3, 200), 4))
-    record("top_k_filter(k=4) on bfloat16 input: a bfloat16 result", top_k_filter(_x.to(torch.bfloat16), 4))
+for _k, _m, _f in _topk_cases:
+    record(f"top_k_filter(k={_k}, min_tokens_to_keep={_m}, filter_value={_f}) on random rows with ties",
+           top_k_filter(_x, _k, min_tokens_to_keep=_m, filter_value=_f))
+record("top_k_filter(k=4) on a (2, 3, 200) batch", top_k_filter(_x.reshape(2, 3, 200), 4))
+record("top_k_filter(k=4) on bfloat16 input: a bfloat16 result", top_k_filter(_x.to(torch.bfloat16), 4))
 record("x after top_k_filter (x must not be modified in place)", _x)
+### END PROBE
 ### BEGIN REFERENCE
 from course_utils.grading import expect
 _x0 = _topk_input()
@@ -327,23 +333,26 @@ except ValueError:
     pass
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
-from course_utils.grading import outcome, record, switched_off
+### BEGIN PROBE WITHOUT transformers
+# recorded twice: here, and by the autograder in a kernel where this package is not installed
+import torch
+from course_utils.grading import outcome, record
+_inf = float("-inf")
 _x = torch.randn(64, 300, generator=torch.Generator().manual_seed(13)) * 2.5
 _ps = [0.05, 0.3, 0.5, 0.77, 0.95, 0.999]
 _pm = [(1, _inf), (4, -50.0)]
-with switched_off("transformers.generation.logits_process.TopPLogitsWarper.__call__",
-                  functions=[top_p_filter], hint="write top-p yourself, without transformers' warpers"):
-    for _p in _ps:
-        for _m, _f in _pm:
-            record(f"top_p_filter(top_p={_p}, min_tokens_to_keep={_m}, filter_value={_f}) on 64 random rows",
-                   top_p_filter(_x, _p, min_tokens_to_keep=_m, filter_value=_f))
-    record("top_p_filter(top_p=1.0) (keeps every token)", top_p_filter(_x, 1.0))
-    record("top_p_filter(top_p=0.8) on a (8, 8, 300) batch", top_p_filter(_x.reshape(8, 8, 300), 0.8))
-    record("top_p_filter(top_p=0.7) on float16 input: a float16 result, the nucleus computed in float32",
-           top_p_filter(_x.to(torch.float16), 0.7))
-    for _p in (-0.1, 0.0, 1.01, 2.0):
-        record(f"top_p_filter(x, {_p}) (top_p outside (0, 1] raises ValueError)", outcome(top_p_filter, _x, _p))
+for _p in _ps:
+    for _m, _f in _pm:
+        record(f"top_p_filter(top_p={_p}, min_tokens_to_keep={_m}, filter_value={_f}) on 64 random rows",
+               top_p_filter(_x, _p, min_tokens_to_keep=_m, filter_value=_f))
+record("top_p_filter(top_p=1.0) (keeps every token)", top_p_filter(_x, 1.0))
+record("top_p_filter(top_p=0.8) on a (8, 8, 300) batch", top_p_filter(_x.reshape(8, 8, 300), 0.8))
+record("top_p_filter(top_p=0.7) on float16 input: a float16 result, the nucleus computed in float32",
+       top_p_filter(_x.to(torch.float16), 0.7))
+for _p in (-0.1, 0.0, 1.01, 2.0):
+    record(f"top_p_filter(x, {_p}) (top_p outside (0, 1] raises ValueError)", outcome(top_p_filter, _x, _p))
 record("x after top_p_filter (x must not be modified in place)", _x)
+### END PROBE
 ### BEGIN REFERENCE
 from course_utils.grading import expect
 _x0 = torch.randn(64, 300, generator=torch.Generator().manual_seed(13)) * 2.5
@@ -397,7 +406,10 @@ check_true(torch.equal(torch.isinf(_out), torch.isinf(_ref)),
 check_close("process_logits(x, 0.5, top_p=0.8) kept values", _out[~torch.isinf(_out)], _ref[~torch.isinf(_ref)], atol=1e-5)
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
-from course_utils.grading import record
+### BEGIN PROBE WITHOUT transformers
+# recorded twice: here, and by the autograder in a kernel where this package is not installed
+import torch
+from course_utils.grading import outcome, record
 _x = torch.randn(16, 400, generator=torch.Generator().manual_seed(44)) * 3
 _pipe_cases = [(1.3, 20, 0.6, 1), (0.7, 50, 0.9, 1), (2.0, None, 0.5, 1), (0.4, 30, None, 1), (0.6, 10, 0.3, 3)]
 for _t, _k, _p, _m in _pipe_cases:
@@ -405,6 +417,7 @@ for _t, _k, _p, _m in _pipe_cases:
     record(f"process_logits(x, temperature={_t}, top_k={_k}, top_p={_p}, min_tokens_to_keep={_m}) on 16 rows",
            process_logits(_x, temperature=_t, top_k=_k, top_p=_p, min_tokens_to_keep=_m), atol=1e-5)
 record("x after process_logits (x must not be modified in place)", _x)
+### END PROBE
 ### BEGIN REFERENCE
 from course_utils.grading import expect
 _x0 = torch.randn(16, 400, generator=torch.Generator().manual_seed(44)) * 3
@@ -448,7 +461,8 @@ for kw in [dict(), dict(top_k=None)]:
 # with `torch.multinomial(probs, num_samples=1)` (torch's global random generator, one call per step,
 # exactly as `generate` does). No early stop at end-of-sequence. With the same `torch.manual_seed`
 # your tokens must equal `generate(do_sample=True, temperature=..., top_k=..., top_p=...)` — with
-# `top_k=None` meaning *no* top-k. You may or may not use a KV cache here.
+# `top_k=None` meaning *no* top-k. You may or may not use a KV cache here. The hidden test calls it on
+# a model that is only callable (`model(input_ids=...)`): it has no `generate()`.
 
 # %% nbgrader={"grade": false, "grade_id": "ex5_sampler", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def sample_generate(model, input_ids, max_new_tokens, temperature=1.0, top_k=None, top_p=None):
@@ -484,22 +498,34 @@ check_equal("sample_generate(temperature=0.9) vs generate(do_sample=True, temper
 # The contract fixes how the random generator is used (one torch.multinomial(probs, 1) per step on
 # torch's global generator), so the drawn ids themselves are recorded.
 from course_utils.grading import record
+
+
+def _bare(inner):
+    """The model exactly as the contract uses it: called with input_ids (past_key_values, use_cache), it returns
+    the outputs (.logits, .past_key_values). No generate(), no config: the loop has to be written."""
+    class BareCausalLM(torch.nn.Module):
+        def forward(self, input_ids, past_key_values=None, use_cache=False, **kwargs):
+            return inner(input_ids=input_ids, past_key_values=past_key_values, use_cache=use_cache, **kwargs)
+    return BareCausalLM()
+
+
 _m = tiny_gpt2(seed=2, vocab_size=700)
 _ids = torch.tensor([[3, 14, 15, 92, 65, 35], [8, 9, 79, 32, 38, 4]])
 _sample_cases = [(7, 1.0, None, None), (8, 0.7, None, 0.9), (9, 1.4, 40, None), (10, 0.8, 25, 0.7), (11, 1.0, 50, None)]
 for _seed, _t, _k, _p in _sample_cases:
     torch.manual_seed(_seed)
-    record(f"sample_generate(batch of 2, 15 tokens, temperature={_t}, top_k={_k}, top_p={_p}) after torch.manual_seed({_seed})",
-           sample_generate(_m, _ids, 15, temperature=_t, top_k=_k, top_p=_p))
+    record(f"sample_generate(batch of 2, 15 tokens, temperature={_t}, top_k={_k}, top_p={_p}) after torch.manual_seed({_seed}), "
+           "on a model without generate()", sample_generate(_bare(_m), _ids, 15, temperature=_t, top_k=_k, top_p=_p))
 ### BEGIN REFERENCE
 from course_utils.grading import expect
 for _seed, _t, _k, _p in _sample_cases:
     torch.manual_seed(_seed)
-    expect(f"sample_generate(batch of 2, 15 tokens, temperature={_t}, top_k={_k}, top_p={_p}) after torch.manual_seed({_seed})",
+    expect(f"sample_generate(batch of 2, 15 tokens, temperature={_t}, top_k={_k}, top_p={_p}) after torch.manual_seed({_seed}), "
+           "on a model without generate()",
            _m.generate(_ids, attention_mask=torch.ones_like(_ids), do_sample=True, temperature=_t, top_k=_k,
                        top_p=_p, max_new_tokens=15, pad_token_id=0))
 ### END REFERENCE
-del _m, _ids, _sample_cases, _seed, _t, _k, _p
+del _m, _ids, _sample_cases, _seed, _t, _k, _p, _bare
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -556,7 +582,9 @@ print(f"gpt2-small KV cache at 1024 tokens, batch 1, float32: 2*layers*heads*hea
 # whole prompt, every later pass gets **only the last generated token** plus the cache returned by
 # the previous pass (`model(input_ids=..., past_key_values=..., use_cache=True)`; the model
 # advances positions from the cache by itself). The tokens must equal
-# `generate(do_sample=False)` — and the hidden test checks how many tokens each forward pass received.
+# `generate(do_sample=False)`. The hidden test also runs it on a model that has no `generate()` and whose
+logits depend on **how** it is called (how many tokens a pass gets, how long the cache is): only the
+loop described here reproduces its tokens.
 
 # %% nbgrader={"grade": false, "grade_id": "ex6_cache", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def greedy_generate_cached(model, input_ids, max_new_tokens):
@@ -584,31 +612,76 @@ _m = tiny_gpt2(seed=3)
 _ids = torch.tensor([[11, 22, 33, 44, 55, 66, 77]])
 _ref = _m.generate(_ids, attention_mask=torch.ones_like(_ids), do_sample=False, max_new_tokens=10, pad_token_id=0)
 check_equal("greedy_generate_cached vs generate(do_sample=False)", greedy_generate_cached(_m, _ids, 10).tolist(), _ref.tolist())
+_seen = []          # tokens each forward pass receives, seen by a hook on the embedding layer
+_h = _m.transformer.wte.register_forward_pre_hook(lambda mod, args: _seen.append(args[0].shape[1]))
+try:
+    greedy_generate_cached(_m, _ids, 5)
+finally:
+    _h.remove()
+check_equal("tokens given to each forward pass by greedy_generate_cached(prompt of 7, 5 new tokens): the prompt "
+            "once, then 1 per pass", _seen, [7, 1, 1, 1, 1])
+del _seen, _h
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import record
 _m = tiny_gpt2(seed=4, vocab_size=500)
 _ids = torch.tensor([[5, 6, 7, 8, 9, 10, 11, 12, 13], [99, 98, 97, 96, 95, 94, 93, 92, 91]])
-_seen, _step_logits = [], []     # observed by hooks on the model: tokens per forward pass, last logits of each pass
-_h = _m.transformer.wte.register_forward_pre_hook(lambda mod, args: _seen.append(args[0].shape[1]))
-_h2 = _m.lm_head.register_forward_hook(lambda mod, args, out: _step_logits.append(out[:, -1].detach().clone()))
-try:
-    _out = greedy_generate_cached(_m, _ids, 14)
-finally:
-    _h.remove(); _h2.remove()
-record("greedy_generate_cached on a batch of 2, 14 tokens", _out)
-record("tokens given to each forward pass (prompt once, then 1 per step)", list(_seen))
-record("logits of every cached step (positions must advance with the cache)", torch.stack(_step_logits, dim=1), atol=1e-4)
+record("greedy_generate_cached on a batch of 2, 14 tokens", greedy_generate_cached(_m, _ids, 14))
+
+
+def _call_signed(inner, vocab_size):
+    """A model whose logits also depend on HOW it is called: a fixed random offset chosen by (tokens in this call,
+    positions already in the cache). Only the loop of the contract (the prompt once, then one token per pass with
+    the cache) reproduces its tokens; a recompute without cache, or generate(), gives other ones. No generate()."""
+    table = torch.randn(64, vocab_size, generator=torch.Generator().manual_seed(77))
+
+    class CallSignedLM(torch.nn.Module):
+        def forward(self, input_ids, past_key_values=None, use_cache=False, **kwargs):
+            past = 0 if past_key_values is None else past_key_values.get_seq_length()
+            out = inner(input_ids=input_ids, past_key_values=past_key_values, use_cache=use_cache, **kwargs)
+            out.logits = out.logits + table[(7 * past + 3 * input_ids.shape[1]) % 64]
+            return out
+    return CallSignedLM()
+
+
+_sm = _call_signed(tiny_gpt2(seed=5, vocab_size=300), 300)
+_sids = torch.tensor([[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11], [50, 40, 30, 20, 10, 5, 4, 3, 2, 1, 0]])
+record("greedy_generate_cached(batch of 2, 16 tokens) on a model whose logits depend on how it is called "
+       "(the prompt once, then 1 token per pass with the cache)", greedy_generate_cached(_sm, _sids, 16))
 ### BEGIN REFERENCE
-from course_utils.grading import expect
+from course_utils.grading import check_true, expect
 _ref = _m.generate(_ids, attention_mask=torch.ones_like(_ids), do_sample=False, max_new_tokens=14, pad_token_id=0)
 expect("greedy_generate_cached on a batch of 2, 14 tokens", _ref)
-expect("tokens given to each forward pass (prompt once, then 1 per step)", [9] + [1] * 13)
-with torch.no_grad():                                   # a full recompute of every step, positions 8 ... 21
-    _full = _m(_ref[:, :-1]).logits[:, _ids.shape[1] - 1:]
-expect("logits of every cached step (positions must advance with the cache)", _full, atol=1e-4)
+
+
+def _cached_loop(model, ids, n):
+    """Reference: the loop of the contract, written once more."""
+    out, step, past = ids, ids, None
+    with torch.no_grad():
+        for _ in range(n):
+            o = model(input_ids=step, past_key_values=past, use_cache=True)
+            past, step = o.past_key_values, o.logits[:, -1].argmax(-1, keepdim=True)
+            out = torch.cat([out, step], dim=-1)
+    return out
+
+
+def _uncached_loop(model, ids, n):
+    out = ids
+    with torch.no_grad():
+        for _ in range(n):
+            out = torch.cat([out, model(input_ids=out).logits[:, -1].argmax(-1, keepdim=True)], dim=-1)
+    return out
+
+
+check_true(torch.equal(_cached_loop(_m, _ids, 14), _ref), "internal: the reference loop equals generate()")
+_sref = _cached_loop(_sm, _sids, 16)
+check_true(not torch.equal(_uncached_loop(_sm, _sids, 16), _sref),
+           "internal: the call-signed model tells a recompute without cache from the cached loop")
+expect("greedy_generate_cached(batch of 2, 16 tokens) on a model whose logits depend on how it is called "
+       "(the prompt once, then 1 token per pass with the cache)", _sref)
+del _cached_loop, _uncached_loop, _sref, _ref
 ### END REFERENCE
-del _m, _ids, _seen, _step_logits, _h, _h2, _out
+del _m, _ids, _sm, _sids, _call_signed
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -381,7 +381,7 @@ del _rows, _small, _halves
 # `transformers.BitsAndBytesConfig` all default to **FP4**, not NF4 — NF4 must be asked for with
 # `quant_type="nf4"`. And `get_4bit_type` defaults to `device="cuda"`: on a CPU pass `device="cpu"`.
 
-# %% nbgrader={"grade": false, "grade_id": "nf4_code", "locked": true, "schema_version": 3, "solution": false, "task": false} tags=["nbval-check-output"]
+# %% nbgrader={"grade": false, "grade_id": "nf4_code", "locked": true, "schema_version": 3, "solution": false, "task": false} tags=["nbval-check-output", "probe-setup"]
 NF4_CODE = torch.tensor([
     -1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453, -0.28444138169288635,
     -0.18477343022823334, -0.09105003625154495, 0.0, 0.07958029955625534, 0.16093020141124725,
@@ -401,8 +401,8 @@ print("midpoints:", [round(v, 4) for v in ((NF4_CODE[1:] + NF4_CODE[:-1]) / 2).t
 # `NF4_CODE` table above. Scale exactly as `bitsandbytes` does — multiply by
 # `1 / absmax.clamp(min=1e-38)` (dividing by absmax can differ in the last bit and flip a value
 # that sits on a midpoint) — but *return* the unclamped absmax: an all-zero block has absmax **0**
-# and every value coded as 0.0 (code 7). Do not call `bitsandbytes` (it is switched off while
-# the hidden tests run your function).
+# and every value coded as 0.0 (code 7). Do not call `bitsandbytes`: the autograder also runs your
+# function where `bitsandbytes` is not installed, with this notebook's imports and `NF4_CODE`.
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_nf4", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def nf4_quantize(x, blocksize=64):
@@ -454,8 +454,12 @@ check_equal("codes of [1.0, then the 15 midpoints m_0..m_14] (m_k goes to code k
 print("Visible tests passed.")
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
-from course_utils.grading import outcome, record, switched_off
+from course_utils.grading import outcome, record
 record("module of nf4_quantize (it must be defined in this notebook)", nf4_quantize.__module__)
+### BEGIN PROBE WITHOUT bitsandbytes
+# recorded twice: here, and by the autograder in a kernel where this package is not installed
+import torch
+from course_utils.grading import outcome, record
 _cases = []
 _gen = torch.Generator().manual_seed(31)
 _cases.append(("randn (64, 64)", torch.randn(64, 64, generator=_gen), 64))
@@ -474,17 +478,14 @@ _nf4_values = torch.tensor([                       # QLoRA's NF4 values (the inp
 _mid = ((_nf4_values[1:] + _nf4_values[:-1]) / 2)
 _t = torch.cat([torch.tensor([1.0]), _mid, -_mid, _nf4_values, torch.zeros(64 - 1 - 30 - 16)])  # absmax 1: s == x exactly
 _cases.append(("values exactly on the midpoints (ties -> lower code)", _t, 64))
-with switched_off("bitsandbytes.functional.quantize_4bit", "bitsandbytes.functional.quantize_nf4",
-                  "bitsandbytes.functional.quantize_fp4", "bitsandbytes.nn.Params4bit", "bitsandbytes.nn.Linear4bit",
-                  functions=[nf4_quantize], no_imports=["bitsandbytes"],
-                  hint="nf4_quantize must be written by hand: bitsandbytes is switched off while it is tested."):
-    for _name, _xx, _bs in _cases:
-        _p, _a = nf4_quantize(_xx, blocksize=_bs)
-        record(f"{_name}: x after nf4_quantize (not modified in place)", _xx)
-        record(f"{_name}: packed bytes of nf4_quantize (uint8, shape (n // 2,))", _p)
-        record(f"{_name}: absmax of nf4_quantize (float32, one per block)", _a)
+for _name, _xx, _bs in _cases:
+    _p, _a = nf4_quantize(_xx, blocksize=_bs)
+    record(f"{_name}: x after nf4_quantize (not modified in place)", _xx)
+    record(f"{_name}: packed bytes of nf4_quantize (uint8, shape (n // 2,))", _p)
+    record(f"{_name}: absmax of nf4_quantize (float32, one per block)", _a)
 for _bad in (48, 7, 0):
     record(f"nf4_quantize(x of 128 values, blocksize={_bad})", outcome(nf4_quantize, torch.randn(128, generator=_gen), blocksize=_bad))
+### END PROBE
 ### BEGIN REFERENCE
 from course_utils.grading import check_true, expect
 check_true(torch.equal(_nf4_values, bnbF.get_4bit_type("nf4", device="cpu")), "the NF4 table of the test is bitsandbytes' table")
@@ -561,7 +562,8 @@ print("first block (20 bytes):", BLOCK0.tolist())
 #
 # Compute in float32 (convert $d$ and $m$ from float16 first) so that your result equals
 # `gguf.quants.dequantize` bit for bit. Hint: `arr.view(np.float16)` reinterprets bytes.
-# Do not call `gguf` inside your function.
+# Do not call `gguf` inside your function: the autograder also runs it where `gguf` is not
+# installed, with this notebook's imports only.
 
 # %% nbgrader={"grade": false, "grade_id": "ex4_q4_1", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def decode_q4_1_block(block):
@@ -602,7 +604,7 @@ check_close("first block of blk.0.attn_q.weight vs gguf.quants.dequantize", deco
 print("Visible tests passed.")
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
-from course_utils.grading import outcome, record, switched_off
+from course_utils.grading import record
 record("module of decode_q4_1_block (it must be defined in this notebook)", decode_q4_1_block.__module__)
 _rng = np.random.default_rng(41)
 _groups = []
@@ -610,25 +612,32 @@ for _t in reader.tensors:
     if _t.tensor_type.name == "Q4_1" and _t.name in ("blk.7.ffn_down.weight", "blk.29.attn_v.weight", "blk.13.ffn_gate.weight"):
         _raw = np.asarray(_t.data).reshape(-1, 20)
         _groups.append((f"40 Q4_1 blocks of {_t.name}", [_raw[_i].copy() for _i in _rng.choice(_raw.shape[0], 40, replace=False)]))
-_rb = _rng.integers(0, 256, size=(10, 20), dtype=np.uint8)
-_rb[:, 0:2] = np.abs(_rng.normal(size=(10, 1)) * 0.01).astype(np.float16).view(np.uint8)   # finite d
-_rb[:, 2:4] = (_rng.normal(size=(10, 1)) * 0.05).astype(np.float16).view(np.uint8)        # finite m
-_groups.append(("10 random Q4_1 blocks", list(_rb)))
-with switched_off("gguf.quants.dequantize", "gguf.quants.Q4_1.dequantize_blocks", "gguf.quants.Q4_1.dequantize",
-                  functions=[decode_q4_1_block], no_imports=["gguf"],
-                  hint="decode_q4_1_block must decode the bytes by hand: gguf is switched off while it is tested."):
-    for _what, _blocks in _groups:
-        _outs = [decode_q4_1_block(_b) for _b in _blocks]
-        record(f"the {_what} after decode_q4_1_block (not modified in place)", _blocks)
-        # float32 arrays of shape (32,), compared bit for bit (item k of the list: block k)
-        record(f"decode_q4_1_block on each of the {_what}", _outs)
+for _what, _blocks in _groups:
+    _outs = [decode_q4_1_block(_b) for _b in _blocks]
+    record(f"the {_what} after decode_q4_1_block (not modified in place)", _blocks)
+    # float32 arrays of shape (32,), compared bit for bit (item k of the list: block k)
+    record(f"decode_q4_1_block on each of the {_what}", _outs)
+### BEGIN PROBE WITHOUT gguf
+# recorded twice: here, and by the autograder in a kernel where this package is not installed
+import numpy as np
+from course_utils.grading import record
+_prng = np.random.default_rng(43)
+_rb = _prng.integers(0, 256, size=(30, 20), dtype=np.uint8)
+_rb[:, 0:2] = np.abs(_prng.normal(size=(30, 1)) * 0.01).astype(np.float16).view(np.uint8)   # finite d
+_rb[:, 2:4] = (_prng.normal(size=(30, 1)) * 0.05).astype(np.float16).view(np.uint8)        # finite m
+_probe_groups = [("30 random Q4_1 blocks", list(_rb))]
+for _what, _blocks in _probe_groups:
+    _outs = [decode_q4_1_block(_b) for _b in _blocks]
+    record(f"the {_what} after decode_q4_1_block (not modified in place)", _blocks)
+    record(f"decode_q4_1_block on each of the {_what}", _outs)
+### END PROBE
 del _outs
 ### BEGIN REFERENCE
 from course_utils.grading import expect
-for _what, _blocks in _groups:
+for _what, _blocks in _groups + _probe_groups:
     expect(f"decode_q4_1_block on each of the {_what}",
            [gguf.quants.dequantize(_b.copy(), GGMLQuantizationType.Q4_1).reshape(-1) for _b in _blocks])
-del _groups
+del _groups, _probe_groups
 ### END REFERENCE
 ### END HIDDEN TESTS
 

@@ -1,5 +1,30 @@
 """Plausible wrong answers for 08_gpt2_sampling_kv_cache (see CONTRIBUTING.md, "Wrong answers")."""
 
+_SAMPLER_GENERATE = '''def sample_generate(model, input_ids, max_new_tokens, temperature=1.0, top_k=None, top_p=None):
+    # the library's loop instead of one's own: equal token for token, but not what the exercise asks
+    return model.generate(input_ids, attention_mask=torch.ones_like(input_ids), do_sample=True, temperature=temperature,
+                          top_k=top_k, top_p=top_p, max_new_tokens=max_new_tokens, pad_token_id=0)
+'''
+
+_CACHE_GENERATE = '''def greedy_generate_cached(model, input_ids, max_new_tokens):
+    # generate() uses a cache too: same tokens on a plain GPT-2, but the loop is not written
+    return model.generate(input_ids, attention_mask=torch.ones_like(input_ids), do_sample=False,
+                          max_new_tokens=max_new_tokens, pad_token_id=0)
+'''
+
+_TOPK_LIBRARY = '''from transformers.generation import logits_process as _lp
+
+
+class _Keep(_lp.TopKLogitsWarper):      # a subclass keeps the library's __call__ out of reach of a switch
+    pass
+
+
+def top_k_filter(logits, k, min_tokens_to_keep=1, filter_value=float("-inf")):
+    shape = logits.shape
+    out = _Keep(int(k), filter_value=filter_value, min_tokens_to_keep=min_tokens_to_keep)(None, logits.reshape(-1, shape[-1]).clone())
+    return out.reshape(shape)
+'''
+
 _TOPK_DROPS_TIES = '''def top_k_filter(logits, k, min_tokens_to_keep=1, filter_value=float("-inf")):
     # keeps exactly k positions (the indices torch.topk returns): ties with the k-th value are dropped
     k_eff = min(max(int(k), min_tokens_to_keep), logits.shape[-1])
@@ -141,10 +166,14 @@ VARIANTS = [
      "cells": {"ex5_sampler": [("logits[:, -1, :]", "logits[:, 0, :]")]},
      "loses": ["test_ex5_sampler"]},
     # Exercise 6: KV cache loop
+    {"name": "sampler_calls_generate", "cells": {"ex5_sampler": _SAMPLER_GENERATE}, "loses": ["test_ex5_sampler"]},
+    {"name": "cache_calls_generate", "cells": {"ex6_cache": _CACHE_GENERATE}, "loses": ["test_ex6_cache"]},
+    {"name": "topk_through_a_library_subclass",         # process_logits calls it: the pipeline loses too
+     "cells": {"ex2_top_k": _TOPK_LIBRARY}, "loses": ["test_ex2_top_k", "test_ex4_pipeline"]},
     {"name": "cache_feeds_whole_sequence", "cells": {"ex6_cache": _CACHE_FULL_INPUT}, "loses": ["test_ex6_cache"]},
-    {"name": "cache_not_used",                           # right tokens, no cache: caught by the token count
+    {"name": "cache_not_used",                           # right tokens on GPT-2, no cache: the call-signed model
      "cells": {"ex6_cache": _NO_CACHE}, "loses": ["test_ex6_cache"]},
-    {"name": "cache_positions_stuck",                    # greedy tokens may survive: caught by the step logits
+    {"name": "cache_positions_stuck",                    # greedy tokens may survive on a flat model: not on both
      "cells": {"ex6_cache": _CACHE_POSITIONS_STUCK}, "loses": ["test_ex6_cache"]},
     # Exercise 7: distinct-n
     {"name": "distinct_wrong_denominator",
