@@ -166,6 +166,9 @@ VARIANTS = [
      "cells": {"ex5_sampler": [("logits[:, -1, :]", "logits[:, 0, :]")]},
      "loses": ["test_ex5_sampler"]},
     # Exercise 6: KV cache loop
+    {"name": "sampler_ignores_temperature",              # the visible test's model is peaked enough to show it
+     "cells": {"ex5_sampler": [("process_logits(logits, temperature, top_k, top_p)", "process_logits(logits, 1.0, top_k, top_p)")]},
+     "loses": ["test_ex5_sampler"]},
     {"name": "sampler_calls_generate", "cells": {"ex5_sampler": _SAMPLER_GENERATE}, "loses": ["test_ex5_sampler"]},
     {"name": "cache_calls_generate", "cells": {"ex6_cache": _CACHE_GENERATE}, "loses": ["test_ex6_cache"]},
     {"name": "topk_through_a_library_subclass",         # process_logits calls it: the pipeline loses too
