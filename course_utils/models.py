@@ -41,6 +41,9 @@ from urllib.parse import urlparse
 from .env import offline_mode, quiet_hf  # noqa: F401  (quiet_hf: re-exported for the chapters)
 
 SMOLLM2 = "HuggingFaceTB/SmolLM2-135M-Instruct"
+# A config field that marks a model written by `llm-course hub-sim` (course_tools/hub_sim.py): the
+# real name and configuration, not the real weights. load_model's banner says so.
+SIM_FIELD = "llm_course_simulated"
 MODEL_NAMES = ("bert-base-uncased", "gpt2", "google/flan-t5-small", SMOLLM2)
 NEEDS = ("size", "text", "fluent")
 Need = Literal["size", "text", "fluent"]
@@ -66,9 +69,10 @@ class ModelInfo:
     actual: str
     stand_in: bool
     detail: str
+    simulated: bool = False
 
     def banner(self) -> str:
-        kind = "STAND-IN" if self.stand_in else "real"
+        kind = "SIMULATED hub model" if self.simulated else ("STAND-IN" if self.stand_in else "real")
         return f"[model] {self.requested} -> {kind}: {self.actual} ({self.detail})"
 
 
@@ -118,7 +122,10 @@ def _from_hub(name: str, local_only: bool) -> tuple[Any, Any]:
     return model, tok
 
 
-def _real_info(name: str, cached: bool) -> ModelInfo:
+def _real_info(name: str, cached: bool, model: Any = None) -> ModelInfo:
+    sim = getattr(getattr(model, "config", None), SIM_FIELD, None)
+    if sim:   # written by `llm-course hub-sim`: the real name and configuration, not the real weights
+        return ModelInfo(name, name, True, f"{sim}; from the local Hugging Face cache", simulated=True)
     return ModelInfo(name, name, False, "from the local Hugging Face cache" if cached else "from the Hugging Face hub")
 
 
@@ -203,7 +210,7 @@ def _load(name: str, need: Need) -> tuple[Any, Any, ModelInfo]:
         raise ValueError(f"need must be one of {NEEDS}, got {need!r}")
     try:  # a real model already in the local cache is always preferred
         model, tok = _from_hub(name, local_only=True)
-        return model, tok, _real_info(name, cached=True)
+        return model, tok, _real_info(name, cached=True, model=model)
     except (OSError, ValueError):
         pass
     if not offline_mode():
@@ -228,6 +235,18 @@ def _in_local_cache(name: str) -> bool:
 
         return isinstance(try_to_load_from_cache(name, "config.json"), str)
     except Exception:  # pragma: no cover
+        return False
+
+
+def _simulated_in_cache(name: str) -> bool:
+    import json
+
+    from huggingface_hub import try_to_load_from_cache
+
+    path = try_to_load_from_cache(name, "config.json")
+    try:
+        return isinstance(path, str) and bool(json.loads(open(path).read()).get(SIM_FIELD))
+    except (OSError, ValueError):
         return False
 
 
@@ -261,6 +280,8 @@ def describe(name: str, need: Need = "size", hub: bool | None = None) -> str:
     """
     _check_name(name)
     if _in_local_cache(name):
+        if _simulated_in_cache(name):
+            return "SIMULATED hub model (llm-course hub-sim: the real configuration, not the real weights)"
         return "real model from the local Hugging Face cache"
     if offline_mode():
         return _offline_choice(name, need)

@@ -1077,6 +1077,8 @@ for r in rows:
     print(f"{name:<34}{r['V']:>7}{r['held']:>13.3f}{r['n_tokens']:>9}{unused:>15}{r['V'] * 768:>14,}")
 print(f"{'course BPE (saw the sonnets)':<34}{len(course_bpe):>7}{held_bytes / n_course:>13.3f}{n_course:>9}{'':>15}{len(course_bpe) * 768:>14,}")
 print(f"{'BERT WordPiece (lossy)':<34}{len(bert_tokenizer):>7}{held_bytes / n_bert:>13.3f}{n_bert:>9}{'':>15}{len(bert_tokenizer) * 768:>14,}")
+gains = [b["held"] - a["held"] for a, b in zip(rows[1:], rows[2:])]
+print("\nbytes/token gained by each doubling of V, from 512 to 8,192:", ", ".join(f"+{g:.2f}" for g in gains))
 
 # %% nbgrader={"grade": false, "grade_id": "fig_compression", "locked": true, "schema_version": 3, "solution": false, "task": false}
 fig, axes = plt.subplots(1, 2, figsize=(11, 4))

@@ -807,27 +807,27 @@ plt.show()
 # **Model answer** (numbers from the offline stand-in, the course-trained Shakespeare GPT-2; a
 # student on the real gpt2 quotes their own).
 #
-# 1. The model's prediction after "I pray you, good my" is "·lord" (probability 0.104 at block 4). The
-#    lens puts "·lord" at rank 1 already after block 1 (probability 0.020), then 0.113 after block 2 and
-#    0.170 after block 3, before the last block lowers it to 0.104. So the choice is made early, the
+# 1. The model's prediction after "I pray you, good my" is "·lord" (probability 0.079 at block 4). The
+#    lens puts "·lord" at rank 1 already after block 1 (probability 0.034), then 0.099 after block 2 and
+#    0.114 after block 3, before the last block lowers it to 0.079. So the choice is made early, the
 #    middle blocks sharpen it, and the last block spreads some mass back (more calibrated, less sure).
 #    At the embeddings row "·lord" is far down the ranking: there the lens predicts "·my", the input.
 # 2. Row 0 mostly predicts the input token itself: on the soliloquy passage its top-1 is the current
-#    input token at 0.61 of the positions, against at most 0.07 after any block; in the heatmap row 0
+#    input token at 0.69 of the positions, against at most 0.07 after any block; in the heatmap row 0
 #    reads "To", "·be", ",", "·not", "·be", ",", "·is" under those very tokens, and for "good my" it
-#    predicts "·my" (0.352). With tying the same matrix $E$ embeds and unembeds, so the row-0 logit of
+#    predicts "·my" (0.356). With tying the same matrix $E$ embeds and unembeds, so the row-0 logit of
 #    token $t$ is $\mathrm{ln\_f}(e_x + p_i)\cdot e_t$, largest when $e_t$ is aligned with $e_x$, i.e.
 #    usually $t = x$. It is a property of the tied matrices, not a prediction.
 # 3. The head was trained only on $\mathrm{ln\_f}(r_L)$. Intermediate residual streams have other norms
-#    (mean 0.60 for the embeddings, 16.2–23.4 after blocks 1–3, against 13.85 for the normalised last entry)
+#    (mean 0.60 for the embeddings, 15.69–22.59 after blocks 1–3, against 13.84 for the normalised last entry)
 #    and lack `ln_f`'s learned scale and shift, so they must be normalised the same way. `transformers`
 #    already returns $\mathrm{ln\_f}(r_L)$ as `hidden_states[-1]`, and applying `ln_f` again changes the
 #    logits (the check printed `False`). The KL table: at blocks 1–3 the lens is much closer to the
-#    final distribution than the seed's recipe (0.362 / 0.129 / 0.032 vs 0.734 / 0.545 / 0.614 nats),
-#    although top-1 agreement is similar (0.75 vs 0.76 at block 3); both reach 0 at the last row.
+#    final distribution than the seed's recipe (0.298 / 0.091 / 0.028 vs 0.606 / 0.461 / 0.566 nats),
+#    and its top-1 agrees more often (0.79 vs 0.75 at block 3); both reach 0 at the last row.
 #    Limits: the intermediate layers were never trained to be read by this head, so a poor reading does
 #    not prove the information is absent, and a measure can mislead: at the embeddings row the
-#    unnormalised recipe has the *lower* KL (2.407 vs 4.357) only because its near-flat distribution
+#    unnormalised recipe has the *lower* KL (2.363 vs 4.304) only because its near-flat distribution
 #    hedges, while the lens confidently copies the input.
 
 # %% [markdown]

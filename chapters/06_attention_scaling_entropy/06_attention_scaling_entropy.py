@@ -407,11 +407,20 @@ t2 = score_std_table(d_ks, 10_000, torch.Generator().manual_seed(123))
 check_close("same generator seed -> same table (use the generator, not the global RNG)", t2, t1, rtol=1e-6)
 t3 = score_std_table(d_ks, 10_000, torch.Generator().manual_seed(124))
 check_true(not torch.equal(t1, t3), "a different generator seed gave the same table: draw from `generator`.")
+# the protocol on a tiny case: q (4 x 3) then k (4 x 3) from the generator, one score per row, unbiased std (n - 1)
+_gv = torch.Generator().manual_seed(5)
+_qv = torch.randn(4, 3, generator=_gv)
+_kv = torch.randn(4, 3, generator=_gv)
+_raw_v = [float(a @ b) for a, b in zip(_qv, _kv)]
+_mean_v = sum(_raw_v) / 4
+_sd_v = math.sqrt(sum((r - _mean_v) ** 2 for r in _raw_v) / 3)
+check_close("score_std_table([3], 4, seed 5): q drawn (4, 3) then k (4, 3), std with n - 1 (torch.std's default)",
+            score_std_table([3], 4, torch.Generator().manual_seed(5)), [[_sd_v, _sd_v / math.sqrt(3)]], rtol=1e-5)
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import record
 record("module of score_std_table (it must be defined in this notebook)", score_std_table.__module__)
-_protocol_cases = [((3, 17, 100), 257, 2024, 0), ([1, 512], 64, 7, 5), ((32,), 1000, 0, 0)]
+_protocol_cases = [((3, 17, 100), 257, 2024, 0), ([1, 512], 64, 7, 5), ((32,), 1000, 0, 0), ([64, 8, 8, 2], 33, 11, 3)]
 for _dks, _n, _seed, _skip in _protocol_cases:
     _ga = torch.Generator().manual_seed(_seed)
     if _skip:   # a generator that has already been used
@@ -447,13 +456,16 @@ expect("score_std_table([1024], 10000, seed 31337): [std(raw) ≈ 32, std(scaled
 # ### Exercise 4 (2 points) — the softmax Jacobian in closed form
 #
 # Return the $n\times n$ matrix $J_{ij} = \partial\,\mathrm{softmax}(z)_i / \partial z_j$ from the
-# formula of section 2.3. You may compute $p$ with `torch.softmax`; do **not** use automatic
-# differentiation (`torch.autograd`, `torch.func`) — that is what we verify against.
+# formula of section 2.3. You may compute $p$ with `torch.softmax`; if you write the softmax
+# yourself, make it stable (section 2.2): scores like $[1000, 999, 0]$ must not give `nan`. Do
+# **not** use automatic differentiation (`torch.autograd`, `torch.func`) — that is what we verify
+# against.
 
 # %% nbgrader={"grade": false, "grade_id": "ex4_softmax_jacobian", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def softmax_jacobian(z: torch.Tensor) -> torch.Tensor:
     """Jacobian of softmax at the 1-D score vector z (length n): J[i, j] = d softmax(z)_i / d z_j.
 
+    z: float32 or float64 scores of any magnitude (e.g. [1000, 999, 0]: softmax computed stably).
     Returns an (n, n) tensor with the dtype of z, computed in closed form (no autograd).
     """
     ### BEGIN SOLUTION
@@ -463,7 +475,7 @@ def softmax_jacobian(z: torch.Tensor) -> torch.Tensor:
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex4_softmax_jacobian", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-from course_utils.grading import check_close, check_shape
+from course_utils.grading import check_close, check_shape, check_true
 
 z = torch.tensor([1.0, 0.5, -0.5], dtype=torch.float64)
 J = softmax_jacobian(z)
@@ -472,13 +484,22 @@ check_close("J @ ones (each row of J sums to 0, since the outputs always sum to 
             torch.zeros(3, dtype=torch.float64), atol=1e-12)
 J_auto = torch.autograd.functional.jacobian(lambda t: torch.softmax(t, -1), z)
 check_close("softmax_jacobian(z) vs torch.autograd.functional.jacobian", J, J_auto, atol=1e-12)
+z_big = torch.tensor([1000.0, 999.0, 0.0], dtype=torch.float64)
+J_big = softmax_jacobian(z_big)
+check_true(not torch.isnan(J_big).any().item(),
+           "softmax_jacobian([1000, 999, 0]) contains nan: exp(1000) overflows. Compute p stably (subtract the max).")
+check_close("softmax_jacobian([1000, 999, 0]) vs autograd", J_big,
+            torch.autograd.functional.jacobian(lambda t: torch.softmax(t, -1), z_big), atol=1e-12)
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import record, switched_off
 record("module of softmax_jacobian (it must be defined in this notebook)", softmax_jacobian.__module__)
 _g = torch.Generator().manual_seed(66)
 _zs = [torch.randn(1, generator=_g, dtype=torch.float64), torch.randn(7, generator=_g, dtype=torch.float64) * 4,
-       torch.randn(17, generator=_g, dtype=torch.float64) * 30, torch.tensor([0.0, 0.0, 0.0, 0.0], dtype=torch.float64)]
+       torch.randn(17, generator=_g, dtype=torch.float64) * 30, torch.tensor([0.0, 0.0, 0.0, 0.0], dtype=torch.float64),
+       torch.randn(6, generator=_g, dtype=torch.float64) * 2 + 800.0,           # huge scores: exp overflows
+       torch.randn(5, generator=_g, dtype=torch.float64) * 2 - 900.0]           # very negative: exp underflows to 0
+_z32 = torch.randn(7, generator=_g) * 2 + 120.0                                   # float32: exp(120) = inf
 # the student's function runs with autograd switched off (backward, grad, jacobians, vjp/jvp, forward AD)
 _autograd = ["torch.Tensor.backward", "torch.autograd.backward", "torch.autograd.grad",
              "torch.autograd._engine_run_backward", "torch.autograd.graph._engine_run_backward",
@@ -490,10 +511,13 @@ with switched_off(*_autograd, functions=[softmax_jacobian],
     _outs = [softmax_jacobian(_z) for _z in _zs]
     with torch.no_grad():
         _nograd = softmax_jacobian(_zs[1])
+    _J32 = softmax_jacobian(_z32)
 for _i, (_z, _o) in enumerate(zip(_zs, _outs)):
     record(f"softmax_jacobian for z number {_i} (length {len(_z)}, float64)", _o, atol=1e-12, rtol=1e-5)
 record("softmax_jacobian under torch.no_grad() (z of length 7)", _nograd, atol=1e-12, rtol=1e-5)
 record("softmax_jacobian of a float32 vector of length 7 (a float32 result)", softmax_jacobian(_zs[1].float()),
+       atol=1e-6, rtol=1e-5)
+record("softmax_jacobian of a float32 vector with scores near 120 (exp overflows float32; a float32 result)", _J32,
        atol=1e-6, rtol=1e-5)
 ### BEGIN REFERENCE
 from course_utils.grading import expect
@@ -502,6 +526,8 @@ for _i, (_z, _r) in enumerate(zip(_zs, _refs)):
     expect(f"softmax_jacobian for z number {_i} (length {len(_z)}, float64)", _r, atol=1e-12, rtol=1e-5)
 expect("softmax_jacobian under torch.no_grad() (z of length 7)", _refs[1], atol=1e-12, rtol=1e-5)
 expect("softmax_jacobian of a float32 vector of length 7 (a float32 result)", _refs[1].float(), atol=1e-6, rtol=1e-5)
+expect("softmax_jacobian of a float32 vector with scores near 120 (exp overflows float32; a float32 result)",
+       torch.autograd.functional.jacobian(lambda t: torch.softmax(t, -1), _z32.double()).float(), atol=1e-6, rtol=1e-5)
 ### END REFERENCE
 ### END HIDDEN TESTS
 

@@ -83,6 +83,8 @@ probs_toy = torch.softmax(logits_toy, dim=-1)
 print("router logits:\n", logits_toy)
 print("router probabilities p(x) = softmax(W_g x):\n", probs_toy)
 print("chosen expert e*(x) = argmax_e p_e(x):", dict(zip(TOKENS, probs_toy.argmax(-1).tolist())))
+print("probability the top-1 choice throws away, 1 - max_e p_e(x):",
+      {t: round(1 - p, 2) for t, p in zip(TOKENS, probs_toy.max(-1).values.tolist())})
 
 # %%
 fig, ax = plt.subplots(figsize=(5.5, 2.6))
@@ -129,15 +131,18 @@ plt.show()
 # Implement the router for a batch of $T$ tokens. Return the probabilities, the indices of the
 # $k$ chosen experts **in decreasing order of probability** (what `torch.topk` gives), and
 # their gates renormalised to sum to 1 per token. Compute the softmax in `float32` or better: with
-# `float16` / `bfloat16` inputs, `probs` and `gates` are still `float32` (or `float64`). Leave the
-# inputs unchanged.
+# `float16` / `bfloat16` inputs, `probs` and `gates` are still `float32` (or `float64`), and `gates`
+# has the dtype of `probs`. The softmax must be stable: if you write it yourself, subtract each
+# token's largest logit first (logits around $\pm 1000$ must not give `nan`). Leave the inputs
+# unchanged.
 
 # %% nbgrader={"grade": false, "grade_id": "ex1_route_topk", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def route_topk(x, W_g, k):
     """Top-k routing of Book §3.8.2-3.8.3.
 
     x:   (T, d) token vectors;  W_g: (E, d) router weights;  k: experts per token (1 <= k <= E).
-    x and W_g may be float16, bfloat16, float32 or float64; they are not modified.
+    x and W_g may be float16, bfloat16, float32 or float64; they are not modified. The logits x @ W_g.T
+    may be of any magnitude (e.g. around +-1000): the softmax must be computed stably.
     Returns (probs, topk_idx, gates):
       probs    (T, E) float32 or float64 (never half precision): softmax(x @ W_g.T) over the experts,
       topk_idx (T, k) long (int64): the k most probable experts of every token, most probable first,
@@ -173,6 +178,12 @@ check_equal("topk_idx (k=2), most probable expert first", _i2.tolist(), [[1, 0],
 check_close("gates (k=2) sum to 1 per token", _g2.sum(-1), torch.ones(3), atol=1e-6)
 _s = 1 / (1 + math.exp(-1.0))  # every token's two best logits differ by exactly 1 here
 check_close("gates (k=2) = sigmoid of the logit gap", _g2, torch.tensor([[_s, 1 - _s]] * 3), atol=1e-6)
+# the same tokens with 1000 added to every logit (an extra feature 10 read with weight 100): same routing
+_pb, _ib, _gb = route_topk(torch.cat([_x, torch.full((3, 1), 10.0)], 1), torch.cat([_W, torch.full((4, 1), 100.0)], 1), 2)
+check_true(not torch.isnan(_pb).any().item(), "probs contain nan when every logit is near 1000: exp(1000) overflows. "
+                                              "Subtract each token's max logit before exp (or use torch.softmax).")
+check_close("probs with 1000 added to every logit (softmax is shift-invariant)", _pb, _p2, atol=1e-6)
+check_equal("topk_idx (k=2) with 1000 added to every logit", _ib.tolist(), _i2.tolist())
 print("Visible tests passed.")
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
@@ -195,6 +206,15 @@ def _precision(t):
     return "float32 or float64" if t.dtype in (torch.float32, torch.float64) else str(t.dtype)
 
 
+# huge logits (1000 * sign_t + a few units per expert, exactly representable: multiples of 1/512):
+# a softmax without the max shift gives inf / inf or 0 / 0
+_xl = torch.cat([10.0 * torch.tensor([1.0, -1.0, 1.0, -1.0, 1.0, -1.0])[:, None],
+                 torch.round(torch.randn(6, 2, generator=_gen) * 64) / 64], 1)
+_Wl = torch.cat([torch.full((5, 1), 100.0), torch.round(torch.randn(5, 2, generator=_gen) * 8) / 8], 1)
+_pl, _il, _gl = route_topk(_xl, _Wl, 2)
+record("probs with logits near +-1000 (T=6, E=5)", _pl, atol=1e-6, rtol=1e-5, dtype=False)
+record("topk_idx with logits near +-1000 (T=6, E=5, k=2)", _il)
+record("gates with logits near +-1000 (T=6, E=5, k=2)", _gl, atol=1e-6, rtol=1e-5, dtype=False)
 for _dt in (torch.bfloat16, torch.float16):
     _xh, _Wh = _xx.to(_dt), _WW.to(_dt)
     _ph, _ih, _gh = route_topk(_xh, _Wh, 2)
@@ -206,7 +226,7 @@ for _dt in (torch.bfloat16, torch.float16):
     record(f"topk_idx with {_dt} inputs (the 2 most probable experts, best first)", _ih)
     record(f"gates with {_dt} inputs: their sum per token", _gh.sum(-1), atol=1e-5, rtol=1e-5, dtype=False)
 ### BEGIN REFERENCE
-from course_utils.grading import expect
+from course_utils.grading import check_true, expect
 from transformers import MixtralConfig as _MC
 from transformers.models.mixtral.modeling_mixtral import MixtralTopKRouter as _R
 for (_T, _d, _E, _k, _xx, _WW) in _route_cases:
@@ -217,6 +237,15 @@ for (_T, _d, _E, _k, _xx, _WW) in _route_cases:
     expect(f"probs (T={_T}, E={_E})", torch.softmax(_lg, -1), atol=1e-6, rtol=1e-5, dtype=False)
     expect(f"topk_idx (T={_T}, E={_E}, k={_k}): a long (int64) tensor, most probable first", _ix)
     expect(f"gates (T={_T}, E={_E}, k={_k})", _sc, atol=1e-6, rtol=1e-5, dtype=False)
+_lgl = _xl.double() @ _Wl.double().T
+check_true(torch.equal((_xl @ _Wl.T).double(), _lgl), "the huge logits are exact in float32")
+check_true(bool((_lgl.sort(-1, descending=True).values[:, :3].diff(dim=-1) < -0.05).all()),
+           "no near-ties among the 3 largest of the huge logits (the top-2 set and order are clear)")
+_tpl = torch.softmax(_lgl, -1).topk(2, dim=-1)
+expect("probs with logits near +-1000 (T=6, E=5)", torch.softmax(_lgl, -1), atol=1e-6, rtol=1e-5, dtype=False)
+expect("topk_idx with logits near +-1000 (T=6, E=5, k=2)", _tpl.indices)
+expect("gates with logits near +-1000 (T=6, E=5, k=2)", _tpl.values / _tpl.values.sum(-1, keepdim=True),
+       atol=1e-6, rtol=1e-5, dtype=False)
 for _dt in (torch.bfloat16, torch.float16):
     _xh, _Wh = _xx.to(_dt), _WW.to(_dt)
     _ref_p = torch.softmax((_xh @ _Wh.T).double(), -1)
@@ -352,7 +381,8 @@ plt.show()
 # ### Exercise 3 — the two balance losses (1 + 2 points)
 #
 # `book_balance_loss` must also accept a *float* load (section 8 feeds it the "soft load"
-# $\sum_t \mathbf{p}(\mathbf{x}_t)$). `switch_aux_loss` must be differentiable with respect to
+# $\sum_t \mathbf{p}(\mathbf{x}_t)$ and trains on it, so keep it differentiable with respect to a
+# float load: no `.item()`, NumPy or `torch.tensor(...)` round trip). `switch_aux_loss` must be differentiable with respect to
 # `probs` (do not detach them).
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_balance_losses", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -360,7 +390,7 @@ def book_balance_loss(load, T):
     """Book §3.8.6: sum_e (load(e)/T - 1/E)^2, with E = len(load).
 
     load: (E,) tensor (integer counts, or float "soft" loads);  T: number of tokens.
-    Returns a 0-dim float tensor.
+    Returns a 0-dim float tensor, differentiable with respect to a float load.
     """
     ### BEGIN SOLUTION
     E = load.shape[0]
@@ -408,6 +438,13 @@ for _E in (3, 8):
     _soft_loads.append(_soft)
     record(f"book balance loss of a float load, E = {_E}, T = 7", book_balance_loss(_soft, 7),
            atol=1e-6, rtol=1e-5, dtype=False)
+_soft_g = (torch.rand(4, generator=_gen, dtype=torch.float64) * 3).requires_grad_(True)
+_lsg = book_balance_loss(_soft_g, 5)
+record("book balance loss of a float load that requires grad: the result requires grad", bool(_lsg.requires_grad))
+if _lsg.requires_grad:
+    _lsg.backward()
+record("gradient of the book balance loss w.r.t. a float load (E = 4, T = 5)", _soft_g.grad, atol=1e-6, rtol=1e-5,
+       dtype=False)
 _ld = torch.tensor([3, 0, 1, 0, 0, 2])
 record("book balance loss of load [3, 0, 1, 0, 0, 2], T = 6", book_balance_loss(_ld, 6), atol=1e-6, rtol=1e-5, dtype=False)
 ### BEGIN REFERENCE
@@ -419,6 +456,9 @@ for _soft in _soft_loads:
     _r = float(sum((float(_soft[e]) / 7 - 1 / _E) ** 2 for e in range(_E)))
     expect(f"book balance loss of a float load, E = {_E}, T = 7", torch.tensor(_r, dtype=torch.float64),
            atol=1e-6, rtol=1e-5, dtype=False)
+expect("book balance loss of a float load that requires grad: the result requires grad", True)
+expect("gradient of the book balance loss w.r.t. a float load (E = 4, T = 5)",   # 2 (load(e)/T - 1/E) / T
+       2 * (_soft_g.detach() / 5 - 1 / 4) / 5, atol=1e-6, rtol=1e-5, dtype=False)
 expect("book balance loss of load [3, 0, 1, 0, 0, 2], T = 6",
        torch.tensor(float(sum((Fraction(int(l), 6) - Fraction(1, 6)) ** 2 for l in _ld)), dtype=torch.float64),
        atol=1e-6, rtol=1e-5, dtype=False)
@@ -441,6 +481,9 @@ check_close("Switch loss, everything to expert 0 (expected E = 4)", switch_aux_l
 _pp = torch.tensor([[0.5, 0.2, 0.3], [0.6, 0.3, 0.1], [0.1, 0.3, 0.6]])
 check_close("Switch loss, hand example (E=3, k=1)", switch_aux_loss(_pp, torch.tensor([[0], [0], [2]])),
             3 * (2 / 3 * 0.4 + 0 * (0.8 / 3) + 1 / 3 * (1.0 / 3)), atol=1e-6)
+# top-2 routing: f_e counts both choices of every token (sum_e f_e = k = 2), f = [1, 1/2, 1/2, 0], P = 1/4
+check_close("Switch loss, k=2, uniform probabilities, routing [[0, 1], [0, 2]] (f sums to k: expected 2)",
+            switch_aux_loss(torch.full((2, 4), 0.25), torch.tensor([[0, 1], [0, 2]])), 2.0, atol=1e-6)
 _pg = _pp.clone().requires_grad_(True)
 _lv = switch_aux_loss(_pg, torch.tensor([[0], [0], [2]]))
 check_true(_lv.requires_grad, "switch_aux_loss must stay differentiable with respect to probs (do not detach).")
@@ -546,17 +589,18 @@ assert torch.equal(idx_r, lib_idx) and torch.allclose(gates_r, lib_gates, atol=1
 #
 # Routing is given (it comes from your `route_topk` or from the library), and the experts are
 # any callables mapping an `(n, d)` tensor to `(n, d)`. Contract: **call each expert only on the
-# tokens routed to it** (the tests count the rows every expert sees; an expert with no token
-# may be skipped). Useful: `torch.where(topk_idx == e)` returns the token rows *and* the slot
+# tokens routed to it, all of them in one call** (the tests count the rows and the calls every
+# expert sees: not one call per token or per slot; an expert with no token may be skipped). Useful: `torch.where(topk_idx == e)` returns the token rows *and* the slot
 # (which of the $k$ choices) of expert $e$; `Tensor.index_add_` adds rows into given positions.
 
 # %% nbgrader={"grade": false, "grade_id": "ex4_moe_forward", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def moe_forward(x, topk_idx, gates, experts):
     """Sparse MoE combination  y_t = sum_j gates[t, j] * experts[topk_idx[t, j]](x_t).
 
-    x: (T, d);  topk_idx: (T, k) long;  gates: (T, k);  experts: list of E callables (n, d) -> (n, d).
-    Each expert must be called only on the rows of the tokens routed to it.
-    Returns y: (T, d), same dtype as x.
+    x: (T, d);  topk_idx: (T, k) long;  gates: (T, k), float32 even when x is bfloat16 or float64 (what
+    route_topk returns);  experts: list of E callables (n, d) -> (n, d) that keep the dtype of their input.
+    Each expert must be called only on the rows of the tokens routed to it, in one call (one batch).
+    Returns y: (T, d), same dtype as x (cast the gates to x's dtype).
     """
     ### BEGIN SOLUTION
     y = torch.zeros_like(x)
@@ -574,11 +618,12 @@ def moe_forward(x, topk_idx, gates, experts):
 from course_utils.grading import check_close, check_equal, check_shape, check_true
 
 class _CountingExpert:
-    """Expert e multiplies its input by (e + 1) and records how many rows it saw."""
+    """Expert e multiplies its input by (e + 1) and records how many rows it saw, in how many calls."""
     def __init__(self, scale):
-        self.scale, self.rows = scale, 0
+        self.scale, self.rows, self.calls = scale, 0, 0
     def __call__(self, h):
         self.rows += h.shape[0]
+        self.calls += h.shape[0] > 0
         return self.scale * h
 
 _gen = torch.Generator().manual_seed(3)
@@ -593,6 +638,13 @@ for _e, _c in enumerate(_ex):
     _n = int((_ix == _e).sum())
     check_true(_c.rows == _n, f"expert {_e} was called on {_c.rows} rows in total, but only {_n} token(s) are routed to it: "
                               "run each expert on its own tokens only.")
+    check_true(_n == 0 or _c.calls == 1, f"expert {_e} was called {_c.calls} times on its {_n} tokens: "
+                                         "call it once, on all its tokens as one batch.")
+for _dt in (torch.float64, torch.bfloat16):     # float32 gates (route_topk's), x in another dtype
+    _yd = moe_forward(_x.to(_dt), _ix, _gt, [_CountingExpert(float(e + 1)) for e in range(4)])
+    check_equal(f"dtype of moe_forward's output for a {_dt} x and float32 gates (that of x)", _yd.dtype, _dt)
+    check_close(f"moe_forward with a {_dt} x and float32 gates", _yd.double(),
+                (_gt * (_ix + 1)).sum(-1, keepdim=True).double() * _x.to(_dt).double(), atol=3e-2, rtol=2e-2)
 print("Visible tests passed.")
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
@@ -654,6 +706,14 @@ _gtc = torch.rand(_T, _k, generator=_gen)
 _ex = [_CountingExpert(float(e) - 2.5) for e in range(_E)]
 record("moe_forward, T=40, E=8, k=2, experts h -> (e - 2.5) h", moe_forward(_xc, _ixc, _gtc, _ex), atol=1e-5, rtol=1e-5)
 record("rows seen by each expert (T=40, E=8, k=2): exactly its routed tokens", [_c.rows for _c in _ex])
+record("calls of each expert that has tokens (T=40, E=8, k=2): one batch each",
+       [_c.calls for _c in _ex if _c.rows > 0])
+
+# (d) x in bfloat16 / float64 with float32 gates (route_topk's): y keeps the dtype of x
+for _dt, _tol in ((torch.bfloat16, 5e-2), (torch.float64, 1e-6)):
+    record(f"moe_forward with a {_dt} x and float32 gates (T=40, E=8, k=2): a {_dt} result",
+           moe_forward(_xc.to(_dt), _ixc, _gtc, [_CountingExpert(float(e) - 2.5) for e in range(_E)]),
+           atol=_tol, rtol=2e-2 if _dt == torch.bfloat16 else 1e-6)
 ### BEGIN REFERENCE
 from course_utils.grading import expect
 from transformers.models.mixtral.modeling_mixtral import MixtralExperts as _MEx
@@ -674,6 +734,12 @@ with torch.no_grad():
     expect("moe_forward, T=40, E=8, k=2, experts h -> (e - 2.5) h",
            (_gtc * (_ixc.float() - 2.5)).sum(-1, keepdim=True) * _xc, atol=1e-5, rtol=1e-5)
 expect("rows seen by each expert (T=40, E=8, k=2): exactly its routed tokens", [int((_ixc == e).sum()) for e in range(8)])
+expect("calls of each expert that has tokens (T=40, E=8, k=2): one batch each",
+       [1] * sum(bool((_ixc == e).any()) for e in range(8)))
+for _dt, _tol in ((torch.bfloat16, 5e-2), (torch.float64, 1e-6)):
+    expect(f"moe_forward with a {_dt} x and float32 gates (T=40, E=8, k=2): a {_dt} result",
+           ((_gtc.double() * (_ixc.double() - 2.5)).sum(-1, keepdim=True) * _xc.to(_dt).double()).to(_dt),
+           atol=_tol, rtol=2e-2 if _dt == torch.bfloat16 else 1e-6)
 ### END REFERENCE
 ### END HIDDEN TESTS
 
@@ -840,6 +906,7 @@ def _describe(c):
 
 for _c, _r in zip(_configs + [_ns], _got):
     record(f"type of the result of moe_param_counts ({_describe(_c)}): a tuple", type(_r).__name__)
+    record(f"types of total and active ({_describe(_c)}): Python ints", [type(_v).__name__ for _v in _r])
     record(f"[total, active] parameters ({_describe(_c)})", [int(_v) for _v in _r])
 ### BEGIN REFERENCE
 from course_utils.grading import expect
@@ -850,6 +917,7 @@ for _c in _configs + [_ns]:
     _tt = sum(p.numel() for p in _m.parameters())
     _ee = sum(p.numel() for n, p in _m.named_parameters() if ".experts." in n)
     expect(f"type of the result of moe_param_counts ({_describe(_c)}): a tuple", "tuple")
+    expect(f"types of total and active ({_describe(_c)}): Python ints", ["int", "int"])
     expect(f"[total, active] parameters ({_describe(_c)})",
            [_tt, _tt - _ee + _ee * _mc.num_experts_per_tok // _mc.num_local_experts])
 ### END REFERENCE

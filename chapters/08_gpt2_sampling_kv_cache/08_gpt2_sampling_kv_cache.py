@@ -207,7 +207,8 @@ record("apply_temperature on a (3, 5, 50) batch, tau=1.7", _out, atol=1e-6)
 for _dt, _tol in ((torch.float16, 1e-3), (torch.bfloat16, 8e-3)):
     record(f"apply_temperature(x in {_dt}, 0.7): a {_dt} result", apply_temperature(_x.to(_dt), 0.7),
            atol=_tol, rtol=_tol)
-for _bad in (-1.0, -0.5):
+record("apply_temperature(x, 2): an int temperature is a number > 0 too", apply_temperature(_x, 2), atol=1e-6)
+for _bad in (-1.0, -0.5, -3):
     record(f"apply_temperature(x, {_bad}) (a temperature <= 0 raises ValueError)", outcome(apply_temperature, _x, _bad))
 ### END PROBE
 ### BEGIN REFERENCE
@@ -219,7 +220,8 @@ expect("apply_temperature on a (3, 5, 50) batch, tau=1.7",
 for _dt, _tol in ((torch.float16, 1e-3), (torch.bfloat16, 8e-3)):
     expect(f"apply_temperature(x in {_dt}, 0.7): a {_dt} result",
            TemperatureLogitsWarper(0.7)(None, _x0.to(_dt).reshape(-1, 50)).reshape(3, 5, 50), atol=_tol, rtol=_tol)
-for _bad in (-1.0, -0.5):
+expect("apply_temperature(x, 2): an int temperature is a number > 0 too", _x0 / 2.0, atol=1e-6)
+for _bad in (-1.0, -0.5, -3):
     expect(f"apply_temperature(x, {_bad}) (a temperature <= 0 raises ValueError)", "raises ValueError")
 ### END REFERENCE
 del _x, _out, _dt, _tol, _bad
@@ -330,6 +332,13 @@ _inf = float("-inf")
 _z = torch.tensor([[2.0, 1.0, 0.5, -1.0]])          # probabilities [0.61, 0.22, 0.14, 0.03]
 check_equal("top_p_filter(z, 0.6) keeps only the top token", top_p_filter(_z, 0.6).tolist(), [[2.0, _inf, _inf, _inf]])
 check_equal("top_p_filter(z, 0.9) keeps 3 tokens", top_p_filter(_z, 0.9).tolist(), [[2.0, 1.0, 0.5, _inf]])
+# the same logits shuffled: the ascending sort is the permutation [2, 0, 3, 1], which is not its own inverse
+check_equal("top_p_filter([[0.5, 2, -1, 1]], 0.9): the mask put back in vocabulary order (scatter through the sort order)",
+            top_p_filter(torch.tensor([[0.5, 2.0, -1.0, 1.0]]), 0.9).tolist(), [[0.5, 2.0, _inf, 1.0]])
+# four equal logits: c = [0.25, 0.5, 0.75, 1.0] exactly, so c = 1 - p exactly at one position for p = 0.75 and 0.5
+check_equal("tokens kept by top_p_filter(zeros(1, 4), p) for p = 0.75, 0.5 (the position where c equals 1 - p "
+            "exactly is removed: c <= 1 - p)",
+            [int(torch.isfinite(top_p_filter(torch.zeros(1, 4), _p)).sum()) for _p in (0.75, 0.5)], [3, 2])
 try:
     top_p_filter(_z, 0.0)
     raise AssertionError("top_p_filter(z, 0.0) must raise ValueError")
@@ -356,9 +365,16 @@ record("top_p_filter(top_p=0.7) on float16 input: a float16 result, the nucleus 
 for _p in (-0.1, 0.0, 1.01, 2.0):
     record(f"top_p_filter(x, {_p}) (top_p outside (0, 1] raises ValueError)", outcome(top_p_filter, _x, _p))
 record("x after top_p_filter (x must not be modified in place)", _x)
+# exactly at the boundary: each row gets top_p = 1 - c, c one of its own cumulative probabilities computed as the
+# text says (ascending sort, softmax in float32, cumsum), so that c <= 1 - top_p holds with equality there
+_xb = torch.randn(12, 50, generator=torch.Generator().manual_seed(21)) * 2
+_cb = torch.softmax(torch.sort(_xb, dim=-1).values, dim=-1).cumsum(dim=-1)
+_pb = [1 - float(_cb[_r, 5 + 3 * _r]) for _r in range(12)]
+record("top_p_filter on 12 rows, row r with top_p = 1 - c_r, c_r one of its cumulative probabilities "
+       "(exactly at the boundary c = 1 - p)", [top_p_filter(_xb[_r:_r + 1], _pb[_r]) for _r in range(12)])
 ### END PROBE
 ### BEGIN REFERENCE
-from course_utils.grading import expect
+from course_utils.grading import check_true, expect
 _x0 = torch.randn(64, 300, generator=torch.Generator().manual_seed(13)) * 2.5
 for _p in _ps:
     for _m, _f in _pm:
@@ -371,8 +387,19 @@ expect("top_p_filter(top_p=0.7) on float16 input: a float16 result, the nucleus 
 for _p in (-0.1, 0.0, 1.01, 2.0):
     expect(f"top_p_filter(x, {_p}) (top_p outside (0, 1] raises ValueError)", "raises ValueError")
 expect("x after top_p_filter (x must not be modified in place)", _x0)
+_xb0 = torch.randn(12, 50, generator=torch.Generator().manual_seed(21)) * 2
+_sb0, _ob0 = torch.sort(_xb0, dim=-1)
+_cb0 = _sb0.softmax(dim=-1).cumsum(dim=-1)
+_pb0 = [1 - float(_cb0[_r, 5 + 3 * _r]) for _r in range(12)]
+check_true(all(float(_cb0[_r, 5 + 3 * _r]) == float(torch.tensor(1 - _pb0[_r], dtype=torch.float32)) for _r in range(12)),
+           "internal: each row's top_p hits one of its cumulative probabilities exactly")
+expect("top_p_filter on 12 rows, row r with top_p = 1 - c_r, c_r one of its cumulative probabilities "
+       "(exactly at the boundary c = 1 - p)", [TopPLogitsWarper(_pb0[_r])(None, _xb0[_r:_r + 1].clone()) for _r in range(12)])
+_strict = [(_cb0[_r] < 1 - _pb0[_r]).sum() != (_cb0[_r] <= 1 - _pb0[_r]).sum() for _r in range(12)]
+check_true(all(bool(_d) for _d in _strict), "internal: a strict c < 1 - p keeps one more token on every boundary row")
+del _xb0, _sb0, _ob0, _cb0, _pb0, _strict
 ### END REFERENCE
-del _x, _ps, _pm, _p, _m, _f
+del _x, _ps, _pm, _p, _m, _f, _xb, _cb, _pb
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -421,7 +448,9 @@ check_close("process_logits(x, 0.5, top_p=0.8) kept values", _out[~torch.isinf(_
 import torch
 from course_utils.grading import outcome, record
 _x = torch.randn(16, 400, generator=torch.Generator().manual_seed(44)) * 3
-_pipe_cases = [(1.3, 20, 0.6, 1), (0.7, 50, 0.9, 1), (2.0, None, 0.5, 1), (0.4, 30, None, 1), (0.6, 10, 0.3, 3)]
+_pipe_cases = [(1.3, 20, 0.6, 1), (0.7, 50, 0.9, 1), (2.0, None, 0.5, 1), (0.4, 30, None, 1), (0.6, 10, 0.3, 3),
+               # top_k below min_tokens_to_keep: both filters keep at least min_tokens_to_keep tokens
+               (0.8, 2, None, 5), (1.0, 3, 0.9, 6), (0.5, None, 0.2, 4)]
 for _t, _k, _p, _m in _pipe_cases:
     # -inf where a token is removed (exact), the kept logits within 1e-5
     record(f"process_logits(x, temperature={_t}, top_k={_k}, top_p={_p}, min_tokens_to_keep={_m}) on 16 rows",
@@ -507,16 +536,24 @@ check_equal("sample_generate(temperature=0.6) vs generate(do_sample=True, temper
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 # The contract fixes how the random generator is used (one torch.multinomial(probs, 1) per step on
 # torch's global generator), so the drawn ids themselves are recorded.
+import copy
 from course_utils.grading import record
 
 
-def _bare(inner):
+def _bare(inner, eos_token_id=None):
     """The model exactly as the contract uses it: called with input_ids (past_key_values, use_cache), it returns
-    the outputs (.logits, .past_key_values). No generate(), no config: the loop has to be written."""
+    the outputs (.logits, .past_key_values). No generate(), no config: the loop has to be written. With
+    eos_token_id, a config naming that end-of-sequence token (the contract: no early stop at it)."""
     class BareCausalLM(torch.nn.Module):
         def forward(self, input_ids, past_key_values=None, use_cache=False, **kwargs):
             return inner(input_ids=input_ids, past_key_values=past_key_values, use_cache=use_cache, **kwargs)
-    return BareCausalLM()
+    lm = BareCausalLM()
+    if eos_token_id is not None:
+        lm.config = copy.deepcopy(inner.config)
+        lm.config.eos_token_id = eos_token_id
+        lm.generation_config = copy.deepcopy(inner.generation_config)
+        lm.generation_config.eos_token_id = eos_token_id
+    return lm
 
 
 _m = tiny_gpt2(seed=2, vocab_size=700)
@@ -526,16 +563,32 @@ for _seed, _t, _k, _p in _sample_cases:
     torch.manual_seed(_seed)
     record(f"sample_generate(batch of 2, 15 tokens, temperature={_t}, top_k={_k}, top_p={_p}) after torch.manual_seed({_seed}), "
            "on a model without generate()", sample_generate(_bare(_m), _ids, 15, temperature=_t, top_k=_k, top_p=_p))
+# no early stop: the model's config names as end-of-sequence the token it likes best after the prompt
+_pm = tiny_gpt2(seed=6, vocab_size=400, init=0.2)
+_pids = torch.tensor([[31, 41, 59, 26, 53]])
+with torch.no_grad():
+    _eos = int(_pm(input_ids=_pids).logits[0, -1].argmax())
+torch.manual_seed(14)
+record("sample_generate(12 tokens, temperature=0.2) after torch.manual_seed(14), on a model whose config names an "
+       "end-of-sequence token that the draws hit (no early stop: always max_new_tokens tokens)",
+       sample_generate(_bare(_pm, eos_token_id=_eos), _pids, 12, temperature=0.2))
 ### BEGIN REFERENCE
-from course_utils.grading import expect
+from course_utils.grading import check_true, expect
 for _seed, _t, _k, _p in _sample_cases:
     torch.manual_seed(_seed)
     expect(f"sample_generate(batch of 2, 15 tokens, temperature={_t}, top_k={_k}, top_p={_p}) after torch.manual_seed({_seed}), "
            "on a model without generate()",
            _m.generate(_ids, attention_mask=torch.ones_like(_ids), do_sample=True, temperature=_t, top_k=_k,
                        top_p=_p, max_new_tokens=15, pad_token_id=0))
+torch.manual_seed(14)
+_pref = _pm.generate(_pids, attention_mask=torch.ones_like(_pids), do_sample=True, temperature=0.2, top_k=None,
+                     max_new_tokens=12, pad_token_id=0)     # _pm's own config names no end-of-sequence token
+check_true(bool((_pref[0, _pids.shape[1]:-1] == _eos).any()), "internal: the draws hit the end-of-sequence token before the end")
+expect("sample_generate(12 tokens, temperature=0.2) after torch.manual_seed(14), on a model whose config names an "
+       "end-of-sequence token that the draws hit (no early stop: always max_new_tokens tokens)", _pref)
+del _pref
 ### END REFERENCE
-del _m, _ids, _sample_cases, _seed, _t, _k, _p, _bare
+del _m, _ids, _sample_cases, _seed, _t, _k, _p, _bare, _pm, _pids, _eos
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -593,8 +646,8 @@ print(f"gpt2-small KV cache at 1024 tokens, batch 1, float32: 2*layers*heads*hea
 # the previous pass (`model(input_ids=..., past_key_values=..., use_cache=True)`; the model
 # advances positions from the cache by itself). The tokens must equal
 # `generate(do_sample=False)`. The hidden test also runs it on a model that has no `generate()` and whose
-logits depend on **how** it is called (how many tokens a pass gets, how long the cache is): only the
-loop described here reproduces its tokens.
+# logits depend on **how** it is called (how many tokens a pass gets, how long the cache is): only the
+# loop described here reproduces its tokens.
 
 # %% nbgrader={"grade": false, "grade_id": "ex6_cache", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def greedy_generate_cached(model, input_ids, max_new_tokens):
@@ -726,6 +779,8 @@ def distinct_n(tokens, n):
 from course_utils.grading import check_close
 check_close("distinct_n([1, 2, 1, 2, 1], 2)  (bigrams 12 21 12 21: 2 distinct of 4)", distinct_n([1, 2, 1, 2, 1], 2), 0.5)
 check_close("distinct_n(list('abcd'), 1)", distinct_n(list("abcd"), 1), 1.0)
+check_close("distinct_n([1, 12, 11, 2], 2)  (bigrams (1, 12) (12, 11) (11, 2): 3 distinct of 3; the n-grams are "
+            "tuples of items, not their digits run together)", distinct_n([1, 12, 11, 2], 2), 1.0)
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import outcome, record
@@ -739,10 +794,21 @@ record("distinct_n of 'the cat the cat the'.split(), n=3", float(distinct_n("the
        atol=1e-6, rtol=1e-5)
 record("distinct_n([4, 5], 3): fewer tokens than n", float(distinct_n([4, 5], 3)), atol=1e-6, rtol=1e-5)
 record("distinct_n([7] * 10, 1)", float(distinct_n([7] * 10, 1)), atol=1e-6, rtol=1e-5)
-for _bad in (0, -1):
+# multi-digit ids and strings with spaces: an n-gram is a tuple of items, not a joined string
+_md = [1, 12, 11, 2, 1, 12, 3, 45, 34, 5, 345, 3, 4, 53, 45]
+for _n in (2, 3):
+    record(f"distinct_n({_md}, {_n})", float(distinct_n(_md, _n)), atol=1e-6, rtol=1e-5)
+    record(f"distinct_n(tensor({_md}), {_n})", float(distinct_n(torch.tensor(_md), _n)), atol=1e-6, rtol=1e-5)
+_sp = ["a b", "c", "a", "b c", "a b", "c d", "a b c", "d"]
+for _n in (2, 3):
+    record(f"distinct_n({_sp}, {_n})", float(distinct_n(_sp, _n)), atol=1e-6, rtol=1e-5)
+record("distinct_n([], 1): an empty list", float(distinct_n([], 1)), atol=1e-6, rtol=1e-5)
+record("distinct_n(empty tensor, 2)", float(distinct_n(torch.tensor([], dtype=torch.long), 2)), atol=1e-6, rtol=1e-5)
+record("distinct_n([4, 5, 6], 3): exactly n tokens", float(distinct_n([4, 5, 6], 3)), atol=1e-6, rtol=1e-5)
+for _bad in (0, -1, -3, 0.5):
     record(f"distinct_n([1, 2, 3], {_bad}) (n < 1 raises ValueError)", outcome(distinct_n, [1, 2, 3], _bad))
 ### BEGIN REFERENCE
-from course_utils.grading import expect
+from course_utils.grading import check_true, expect
 for _n, _t in _ts.items():
     _w = _t.unfold(0, _n, 1)
     _exp = torch.unique(_w, dim=0).shape[0] / _w.shape[0]
@@ -751,10 +817,27 @@ for _n, _t in _ts.items():
 expect("distinct_n of 'the cat the cat the'.split(), n=3", 2 / 3, atol=1e-6, rtol=1e-5)
 expect("distinct_n([4, 5], 3): fewer tokens than n", 0.0, atol=1e-6, rtol=1e-5)
 expect("distinct_n([7] * 10, 1)", 0.1, atol=1e-6, rtol=1e-5)
-for _bad in (0, -1):
+
+
+def _distinct_ref(seq, n):
+    grams = [tuple(seq[i:i + n]) for i in range(len(seq) - n + 1)]
+    return len(set(grams)) / len(grams)
+
+
+for _n in (2, 3):
+    expect(f"distinct_n({_md}, {_n})", _distinct_ref(_md, _n), atol=1e-6, rtol=1e-5)
+    expect(f"distinct_n(tensor({_md}), {_n})", _distinct_ref(_md, _n), atol=1e-6, rtol=1e-5)
+    expect(f"distinct_n({_sp}, {_n})", _distinct_ref(_sp, _n), atol=1e-6, rtol=1e-5)
+check_true(_distinct_ref([str(_a) + str(_b) for _a, _b in zip(_md, _md[1:])], 1) < _distinct_ref(_md, 2),
+           "internal: joining the ids of a bigram into one string merges distinct bigrams")
+expect("distinct_n([], 1): an empty list", 0.0, atol=1e-6, rtol=1e-5)
+expect("distinct_n(empty tensor, 2)", 0.0, atol=1e-6, rtol=1e-5)
+expect("distinct_n([4, 5, 6], 3): exactly n tokens", 1.0, atol=1e-6, rtol=1e-5)
+del _distinct_ref
+for _bad in (0, -1, -3, 0.5):
     expect(f"distinct_n([1, 2, 3], {_bad}) (n < 1 raises ValueError)", "raises ValueError")
 ### END REFERENCE
-del _g, _ts, _n, _t, _bad
+del _g, _ts, _n, _t, _bad, _md, _sp
 ### END HIDDEN TESTS
 
 # %% [markdown]

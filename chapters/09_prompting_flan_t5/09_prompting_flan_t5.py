@@ -202,7 +202,8 @@ def build_few_shot_prompt(task, examples, query, separator="\n\n"):
 
     Raises:
         ValueError: if ``task`` or ``query`` is empty or only whitespace, if an example is not
-            a pair, or if an example's text or label is empty.
+            a pair, or if an example's text or label is empty or only whitespace. Texts, labels
+            and the query are used as given (no stripping).
     """
     ### BEGIN SOLUTION
     if not isinstance(task, str) or not task.strip():
@@ -248,9 +249,12 @@ record("build_few_shot_prompt('T', iter([('a', 'B')]), 'x') (examples may be any
 _bad_calls = [dict(task="", examples=[], query="x"), dict(task="   ", examples=[], query="x"),
               dict(task="T", examples=[], query=""), dict(task="T", examples=[], query=" \n"),
               dict(task="T", examples=[("a", "")], query="x"), dict(task="T", examples=[("", "L")], query="x"),
-              dict(task="T", examples=[("a", "B", "C")], query="x")]
+              dict(task="T", examples=[("a", "B", "C")], query="x"), dict(task="T", examples=[("a", " ")], query="x"),
+              dict(task="T", examples=[("b", "B"), ("\t", "L")], query="x")]
 for _bad in _bad_calls:
     record(f"build_few_shot_prompt(**{_bad!r})", outcome(build_few_shot_prompt, **_bad))
+record("build_few_shot_prompt('T', [(' bom ', ' POSITIVO')], '  ruim. ') (texts, labels and query as given, no stripping)",
+       build_few_shot_prompt("T", [(" bom ", " POSITIVO")], "  ruim. "))
 ### BEGIN REFERENCE
 from course_utils.grading import expect
 expect("build_few_shot_prompt('T', three examples, 'q?', separator='\\n---\\n')",
@@ -264,6 +268,8 @@ expect("build_few_shot_prompt('T', iter([('a', 'B')]), 'x') (examples may be any
        'T\n\nTexto: "a"\nSentimento: B\n\nTexto: "x"\nSentimento:')
 for _bad in _bad_calls:
     expect(f"build_few_shot_prompt(**{_bad!r})", "raises ValueError")
+expect("build_few_shot_prompt('T', [(' bom ', ' POSITIVO')], '  ruim. ') (texts, labels and query as given, no stripping)",
+       'T\n\nTexto: " bom "\nSentimento:  POSITIVO\n\nTexto: "  ruim. "\nSentimento:')
 ### END REFERENCE
 ### END HIDDEN TESTS
 
@@ -314,7 +320,9 @@ from course_utils.grading import check_close, check_equal, check_true
 
 for _ans, _want in [("NEGATIVO", "NEGATIVO"), ("Negativo.", "NEGATIVO"), ("  positivo!!", "POSITIVO"),
                     ("Sentimento: POSITIVO", "POSITIVO"), ("Negative", "NEGATIVO"),
-                    ("POSITIVO or NEGATIVO.", None), ("Este filme fo", None)]:
+                    ("POSITIVO or NEGATIVO.", None), ("Este filme fo", None),
+                    ("NEGATIVO_2", "NEGATIVO"),    # rule 2: digits and "_" separate words too
+                    ("posıtıvo", "POSITIVO")]:     # rule 1: the dotless "ı" is no accent, it stays; "ı".upper() is "I"
     check_equal(f"normalize_label({_ans!r})", normalize_label(_ans), _want)
 print("Visible tests passed.")
 ### BEGIN HIDDEN TESTS
@@ -324,7 +332,9 @@ record("module of normalize_label (it must be defined in this notebook)", normal
 _answers = ["NEGATÍVO", "pósitivo", "Positíva!", "negativa", "POSITIVE.", "\tnegative\n",
             "O sentimento é negativo, sem dúvida", "positivo positivo POSITIVO", "(POSITIVO)", "label=negativo;",
             "2 NEGATIVO 3", "NEGATIVO/POSITIVO", "positive and negative", "", "   ", "POSITIVELY", "NEGATIVOS",
-            "neutro", "INDETERMINADO", "Sentimento:", "ＰＯＳＩＴＩＶＯ"]
+            "neutro", "INDETERMINADO", "Sentimento:", "ＰＯＳＩＴＩＶＯ",
+            "NEGATIVO2", "1positivo", "_Positivo_", "sentimento_negativo", "POSITIVO_3", "negativo negativo",
+            "NEGATIVO, negativa, NEGATIVE", "NEGATIVO NEGATIVO POSITIVO", "posıtıvo", "NEGATİVO", "positivo\u00a0!"]
 for _ans in _answers:
     record(f"normalize_label({_ans!r})", normalize_label(_ans))
 _bads = [None, 3, ["POSITIVO"], b"POSITIVO"]
@@ -333,7 +343,9 @@ for _bad in _bads:
 ### BEGIN REFERENCE
 from course_utils.grading import expect
 _wants = ["NEGATIVO", "POSITIVO", "POSITIVO", "NEGATIVO", "POSITIVO", "NEGATIVO", "NEGATIVO", "POSITIVO", "POSITIVO",
-          "NEGATIVO", "NEGATIVO", None, None, None, None, None, None, None, None, None, "POSITIVO"]
+          "NEGATIVO", "NEGATIVO", None, None, None, None, None, None, None, None, None, "POSITIVO",
+          "NEGATIVO", "POSITIVO", "POSITIVO", "NEGATIVO", "POSITIVO", "NEGATIVO",
+          "NEGATIVO", None, "POSITIVO", "NEGATIVO", "POSITIVO"]
 assert len(_wants) == len(_answers)
 for _ans, _want in zip(_answers, _wants):
     expect(f"normalize_label({_ans!r})", _want)
@@ -479,12 +491,12 @@ from course_utils.grading import outcome, record
 record("module of evaluate_accuracy (it must be defined in this notebook)", evaluate_accuracy.__module__)
 
 class _Scripted:
-    """Fake generator: returns the scripted answers in order and records every prompt."""
+    """Fake generator: returns the scripted answers in order ("" once they run out) and records every prompt."""
     def __init__(self, answers):
         self.answers, self.prompts = list(answers), []
     def __call__(self, prompt):
         self.prompts.append(prompt)
-        return self.answers[len(self.prompts) - 1]
+        return self.answers[len(self.prompts) - 1] if len(self.prompts) <= len(self.answers) else ""
 
 
 def _acc(res):
@@ -509,6 +521,20 @@ record("accuracy with one example (a tuple), right", _acc(_res1), atol=1e-9)
 _res0 = evaluate_accuracy(lambda p: "?", [{"text": "a", "label": "A"}] * 4, str, lambda s: None)
 record("accuracy with 4 examples, all unparsed", _acc(_res0), atol=1e-9)
 record("n_unparsed with 4 examples, all unparsed", _res0["n_unparsed"])
+# the same text twice: generate is still called once per example (a sampled model may answer differently)
+_gen2 = _Scripted(["NEGATIVO", "POSITIVO", "POSITIVO", "NEGATIVO"])
+_res2 = evaluate_accuracy(_gen2, [{"text": "mesmo", "label": "POSITIVO"}, {"text": "mesmo", "label": "POSITIVO"},
+                                  {"text": "outro", "label": "POSITIVO"}, {"text": "mesmo", "label": "NEGATIVO"}],
+                          lambda t: t, lambda s: s)
+record("prompts passed to generate (4 examples, 3 with the same text; once per example, no caching)", _gen2.prompts)
+record("predictions (4 examples, 3 with the same text, answers from successive calls)", _res2["predictions"])
+record("n_correct (4 examples, 3 with the same text)", _res2["n_correct"])
+# a prediction that is not None and not the label: wrong, but parsed
+_res3 = evaluate_accuracy(lambda p: p, [{"text": "INDETERMINADO", "label": "POSITIVO"}, {"text": "?", "label": "NEGATIVO"},
+                                        {"text": "NEGATIVO", "label": "NEGATIVO"}], str,
+                          lambda s: None if s == "?" else s)
+record("n_unparsed when one prediction is 'INDETERMINADO' (only None counts as unparsed)", _res3["n_unparsed"])
+record("n_correct when one prediction is 'INDETERMINADO'", _res3["n_correct"])
 _calls = []
 record("evaluate_accuracy on an empty labelled set",
        outcome(evaluate_accuracy, lambda p: _calls.append(p) or "x", [], str, str))
@@ -526,6 +552,13 @@ expect(f"examples after evaluate_accuracy ({_case}; they must not be modified)",
 expect("accuracy with one example (a tuple), right", 1.0, atol=1e-9)
 expect("accuracy with 4 examples, all unparsed", 0.0, atol=1e-9)
 expect("n_unparsed with 4 examples, all unparsed", 4)
+expect("prompts passed to generate (4 examples, 3 with the same text; once per example, no caching)",
+       ["mesmo", "mesmo", "outro", "mesmo"])
+expect("predictions (4 examples, 3 with the same text, answers from successive calls)",
+       ["NEGATIVO", "POSITIVO", "POSITIVO", "NEGATIVO"])
+expect("n_correct (4 examples, 3 with the same text)", 3)
+expect("n_unparsed when one prediction is 'INDETERMINADO' (only None counts as unparsed)", 1)
+expect("n_correct when one prediction is 'INDETERMINADO'", 1)
 expect("evaluate_accuracy on an empty labelled set", "raises ValueError")
 expect("prompts generated for an empty labelled set (there must be none)", [])
 ### END REFERENCE

@@ -277,6 +277,15 @@ torch.manual_seed(5); _p, _ = get_batch(_txt, 3, 10)
 torch.manual_seed(5); _q, _ = get_batch(_txt, 3, 10)
 record("same batch twice after torch.manual_seed(5) with generator=None (the offsets must come from torch's "
        "global generator)", torch.equal(_p, _q))
+torch.manual_seed(6); _p6, _ = get_batch(_txt, 3, 10)
+record("same batch after torch.manual_seed(5) and after torch.manual_seed(6) with generator=None (the global "
+       "generator, not a fresh torch.Generator() of fixed seed)", torch.equal(_p, _p6))
+# uniformity again, with enough draws that a 2x bias on a few offsets shows: 9 windows of a 12-token text
+_x9, _ = get_batch(_txt[:12], 3, 18000, generator=torch.Generator().manual_seed(21))
+record("how often each offset was drawn, get_batch(12-token text, 3, 18000) (all 9 offsets equally likely, "
+       "the first and the last included; bin 9: a first token that starts no window)",
+       torch.bincount(torch.where((_x9[:, :1] == _txt[:9]).any(dim=1), (_x9[:, :1] == _txt[:9]).int().argmax(dim=1), 9),
+                      minlength=10), pvalue=1e-3)
 _r1, _ = get_batch(_txt, 3, 20, generator=torch.Generator().manual_seed(11))
 _r2, _ = get_batch(_txt, 3, 20, generator=torch.Generator().manual_seed(12))
 record("same batch for generator seeds 11 and 12 (different seeds must give different batches)", torch.equal(_r1, _r2))
@@ -284,7 +293,8 @@ torch.manual_seed(77); get_batch(_txt, 3, 10, generator=torch.Generator().manual
 record("the next 8 draws of torch's global generator after torch.manual_seed(77) and get_batch with a generator "
        "(with a generator, the offsets must come from it, not from the global generator)", torch.randint(1000, (8,)))
 _bad_calls = [((_txt, 50, 2), "block_size = N"), ((_txt, 80, 2), "block_size > N"), ((_txt, 0, 2), "block_size = 0"),
-              ((_txt, 3, 0), "batch_size = 0"), ((_txt.view(5, 10), 3, 2), "2-D data")]
+              ((_txt, 3, 0), "batch_size = 0"), ((_txt.view(5, 10), 3, 2), "2-D data"),
+              ((_txt, -2, 2), "block_size = -2"), ((_txt, 3, -1), "batch_size = -1")]
 for _args, _why in _bad_calls:
     record(f"get_batch with {_why}", outcome(get_batch, *_args))
 ### BEGIN REFERENCE
@@ -304,6 +314,11 @@ for _k in ("x", "y"):
 expect("same batch twice after torch.manual_seed(5) with generator=None (the offsets must come from torch's "
        "global generator)", True)
 expect("same batch for generator seeds 11 and 12 (different seeds must give different batches)", False)
+expect("same batch after torch.manual_seed(5) and after torch.manual_seed(6) with generator=None (the global "
+       "generator, not a fresh torch.Generator() of fixed seed)", False)
+expect("how often each offset was drawn, get_batch(12-token text, 3, 18000) (all 9 offsets equally likely, "
+       "the first and the last included; bin 9: a first token that starts no window)",
+       torch.tensor([1 / 9] * 9 + [0.0], dtype=torch.float64), pvalue=1e-3)
 _rng = torch.get_rng_state()
 torch.manual_seed(77)
 expect("the next 8 draws of torch's global generator after torch.manual_seed(77) and get_batch with a generator "
@@ -685,10 +700,11 @@ def train_step(model, optimizer, x, y, max_norm=1.0):
     model:     maps x (B, T) int64 to logits (B, T, V);  optimizer: over model's parameters.
     x, y:      (B, T) int64 inputs and targets (left unchanged).
     max_norm:  the global L2 norm of all gradients is clipped to max_norm (> 0) before the step.
-    Puts the model in training mode, computes the mean cross-entropy over all B*T positions,
+    Puts the model in training mode and leaves it there (model.training is True on return,
+    whatever mode the caller had set), computes the mean cross-entropy over all B*T positions,
     clears old gradients, backpropagates, clips (torch.nn.utils.clip_grad_norm_ is fine) and
     takes one optimizer step. Returns the loss before the step as a Python float.
-    Raises ValueError if x and y have different shapes or max_norm <= 0.
+    Raises ValueError if x and y have different shapes (even with as many elements) or max_norm <= 0.
     """
     ### BEGIN SOLUTION
     if x.shape != y.shape:
@@ -741,6 +757,10 @@ except ValueError:
     pass
 else:
     raise AssertionError("x and y of different shapes must raise ValueError.")
+_m.eval()
+train_step(_m, _opt, _x, _y)
+check_true(_m.training, "after train_step the model must be in training mode (call model.train() and leave it so), "
+           "even when the caller had put it in eval mode.")
 print("Visible tests passed.")
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
@@ -785,6 +805,8 @@ record("loss with dropout, torch.manual_seed(21) (the model must be in training 
        _loss_value(_loss), atol=1e-5)
 for _bad in (0.0, -1.0):
     record(f"train_step with max_norm={_bad}", outcome(train_step, _m, _opt, _xx, _yy, max_norm=_bad))
+record("train_step with x of shape (5, 3) and y of shape (3, 5) (as many elements, different shapes)",
+       outcome(train_step, _m, _opt, _xx, _yy.reshape(3, 5)))
 ### BEGIN REFERENCE
 from course_utils.grading import check_true, expect
 _rng = torch.get_rng_state()
@@ -811,6 +833,7 @@ expect("model.training after train_step on a model left in eval mode (train_step
 expect("loss with dropout, torch.manual_seed(21) (the model must be in training mode during the step)", _rl, atol=1e-5)
 for _bad in (0.0, -1.0):
     expect(f"train_step with max_norm={_bad}", "raises ValueError")
+expect("train_step with x of shape (5, 3) and y of shape (3, 5) (as many elements, different shapes)", "raises ValueError")
 torch.set_rng_state(_rng)
 ### END REFERENCE
 ### END HIDDEN TESTS

@@ -124,8 +124,10 @@ print(f"NF4 + double quant (absmax in 8 bits, one fp32 per 256 absmax): {nf4_dq:
 #
 # ### Exercise 1 — symmetric quantization with $n$ bits (2 points)
 #
-# Use `torch.round` (it rounds halves to even). Compute in `float32`; accept `float16`/`bfloat16`
-# inputs; do not modify `w`.
+# Use `torch.round` (it rounds halves to even: 2.5 -> 2, not 3). Divide by $\Delta$ as the formula says
+# (`w * (L / alpha)` can differ from `w / delta` in the last bit and round a half-way value the other
+# way). Compute in `float32` (convert a `float16`/`bfloat16` `w` first: the quotient rounded to 16 bits
+# can land on a different integer); do not modify `w`.
 
 # %% nbgrader={"grade": false, "grade_id": "ex1_symmetric", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def quantize_symmetric(w, n_bits, alpha=None):
@@ -171,6 +173,11 @@ check_equal("q of [0.2, -0.2, 0.05, -0.31, 0.0] (alpha=0.2, 4 bits; -0.31 clips 
 _q8, _d8 = quantize_symmetric(torch.tensor([1.0, -0.5, 0.25]), 8)
 check_close("delta for 8 bits with the default alpha = max|w| = 1 (1/127)", _d8, 1 / 127, atol=1e-9)
 check_equal("q for 8 bits", _q8.tolist(), [127, -64, 32])
+_q, _ = quantize_symmetric(torch.tensor([0.5, 1.5, 2.5, -2.5, 3.5]), 4, alpha=7.0)   # delta = 1: w / delta is exactly half-way
+check_equal("q of [0.5, 1.5, 2.5, -2.5, 3.5] with alpha=7, 4 bits (halves round to EVEN: torch.round)", _q.tolist(), [0, 2, 2, -2, 4])
+_q, _ = quantize_symmetric(torch.tensor([0.05649484694004059, 0.2071477770805359]), 4, alpha=0.26364263892173767)
+check_equal("q of two float32 values on half-way points, 4 bits (round(w / delta) gives [2, 6]; w * (L / alpha) gives [1, 5])",
+            _q.tolist(), [2, 6])
 print("Visible tests passed.")
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
@@ -196,6 +203,21 @@ for _dt in (torch.float16, torch.bfloat16):
     _q, _d = quantize_symmetric(_wm.to(_dt), 4)
     record(f"q of quantize_symmetric(a (4, 6) {_dt} tensor, 4 bits)", _q)
     record(f"delta of quantize_symmetric(a (4, 6) {_dt} tensor, 4 bits)", _d, rtol=1e-6)
+_w16 = torch.randn(512, generator=_gen)
+for _dt in (torch.float16, torch.bfloat16):
+    _q, _d = quantize_symmetric(_w16.to(_dt), 8)
+    record(f"q of quantize_symmetric(a {_dt} tensor of 512 values, 8 bits) (computed in float32)", _q)
+_halfway = []
+for _nb in (3, 4, 8):
+    _L = 2 ** (_nb - 1) - 1
+    for _i in range(6):
+        _al = float(torch.rand(1, generator=_gen)) * 2 + 0.1
+        _w = ((torch.arange(-_L, _L, dtype=torch.float64) + 0.5) * (_al / _L)).float()   # w / delta on (or next to) halves
+        _q, _d = quantize_symmetric(_w, _nb, alpha=_al)
+        record(f"q of quantize_symmetric(w on half-way points, n_bits={_nb}, alpha={_al!r})", _q)
+        _halfway.append((_nb, _al, _w))
+_q, _d = quantize_symmetric(torch.tensor([0.5, 1.5, 2.5, 3.5, -0.5, -1.5, -2.5, 6.5, -6.5]), 4, alpha=7.0)
+record("q of quantize_symmetric([0.5, 1.5, 2.5, 3.5, -0.5, -1.5, -2.5, 6.5, -6.5], 4, alpha=7.0) (halves to even)", _q)
 _q, _d = quantize_symmetric(torch.zeros(5), 4)
 record("q of quantize_symmetric(an all-zero tensor of 5 values, 4 bits)", _q)
 record("delta of quantize_symmetric(an all-zero tensor, 4 bits) (1.0 when max|w| is 0)", _d, rtol=1e-6)
@@ -220,11 +242,27 @@ for _dt in (torch.float16, torch.bfloat16):
     expect(f"q of quantize_symmetric(a (4, 6) {_dt} tensor, 4 bits)",
            torch.clamp(torch.round(_wf / (float(_wf.abs().max()) / 7)), -7, 7).to(torch.int8))
     expect(f"delta of quantize_symmetric(a (4, 6) {_dt} tensor, 4 bits)", float(_wf.abs().max()) / 7, rtol=1e-6)
+_n16 = 0
+for _dt in (torch.float16, torch.bfloat16):
+    _wf = _w16.to(_dt).float()
+    _rq = torch.clamp(torch.round(_wf / (float(_wf.abs().max()) / 127)), -127, 127).to(torch.int8)
+    _n16 += int((_rq != torch.clamp(torch.round(_w16.to(_dt) / (float(_wf.abs().max()) / 127)), -127, 127).to(torch.int8)).sum())
+    expect(f"q of quantize_symmetric(a {_dt} tensor of 512 values, 8 bits) (computed in float32)", _rq)
+check_true(_n16 > 0, "the 16-bit inputs must tell float32 from 16-bit arithmetic")
+_nmul = 0
+for _nb, _al, _w in _halfway:
+    _L = 2 ** (_nb - 1) - 1
+    _rq = torch.clamp(torch.round(_w / (_al / _L)), -_L, _L).to(torch.int8)
+    _nmul += int((_rq != torch.clamp(torch.round(_w * (_L / _al)), -_L, _L).to(torch.int8)).sum())
+    expect(f"q of quantize_symmetric(w on half-way points, n_bits={_nb}, alpha={_al!r})", _rq)
+check_true(_nmul > 0, "the half-way inputs must tell w / delta from w * (L / alpha)")
+expect("q of quantize_symmetric([0.5, 1.5, 2.5, 3.5, -0.5, -1.5, -2.5, 6.5, -6.5], 4, alpha=7.0) (halves to even)",
+       torch.tensor([0, 2, 2, 4, 0, -2, -2, 6, -6], dtype=torch.int8))
 expect("q of quantize_symmetric(an all-zero tensor of 5 values, 4 bits)", torch.zeros(5, dtype=torch.int8))
 expect("delta of quantize_symmetric(an all-zero tensor, 4 bits) (1.0 when max|w| is 0)", 1.0, rtol=1e-6)
 for _bad in (1, 9, 0, 16, 4.0):
     expect(f"quantize_symmetric(w, n_bits={_bad!r}) (n_bits must be an int in 2..8)", "raises ValueError")
-del _sym
+del _sym, _halfway, _w16
 ### END REFERENCE
 ### END HIDDEN TESTS
 
@@ -260,8 +298,8 @@ print("max |Q(W) - W| over the book's head W:", round(float((dequantize_symmetri
 #
 # Follow the formula of the docstring exactly (multiply by `L / absmax`, as `bitsandbytes` does:
 # `w / absmax * L` can differ in the last bit and round differently). A block of zeros has
-# absmax 0 and codes 0. A `blocksize` that does not divide the number of elements is an error
-# (`bitsandbytes` pads the last block instead; we keep it simple).
+# absmax 0 and codes 0. `torch.round` rounds halves to even. A `blocksize` that does not divide the
+# number of elements is an error (`bitsandbytes` pads the last block instead; we keep it simple).
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_blockwise", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def blockwise_absmax_quantize(x, blocksize, n_bits=8):
@@ -302,6 +340,11 @@ check_equal("q, blocksize 4, 8 bits", _q.tolist(), [[64, -127, 32, 0], [127, 64,
 _q2, _a2 = blockwise_absmax_quantize(_x, 2, n_bits=4)
 check_close("absmax with blocksize 2", _a2, [1.0, 0.25, 100.0, 25.0], atol=0)
 check_equal("q, blocksize 2, 4 bits", _q2.tolist(), [[4, -7, 7, 0], [7, 4, -7, 3]])
+_q3, _ = blockwise_absmax_quantize(torch.tensor([127.0, 0.5, 1.5, 2.5, -2.5]), 5)       # L / absmax = 1: exact halves
+check_equal("q of [127, 0.5, 1.5, 2.5, -2.5], blocksize 5, 8 bits (halves round to EVEN)", _q3.tolist(), [127, 0, 2, 2, -2])
+_q4, _ = blockwise_absmax_quantize(torch.tensor([2.5907554626464844, -2.4989571571350098]), 2)
+check_equal("q of two float32 values, blocksize 2, 8 bits (x * (127 / absmax) gives -123; x / absmax * 127 gives -122)",
+            _q4.tolist(), [127, -123])
 print("Visible tests passed.")
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
@@ -331,6 +374,19 @@ for _dt in (torch.float16, torch.bfloat16):
     record(f"q of blockwise_absmax_quantize(a {_dt} tensor of 128 values, 64)", _q)
     record(f"absmax of blockwise_absmax_quantize(a {_dt} tensor of 128 values, 64) (float32)", _a)
     _halves.append((_dt, _x))
+_hw = []
+for _i in range(8):                                # 8 rows: [absmax, then (k + 0.5) * absmax / 127 for k = -126..126]
+    _al = float(torch.rand(1, generator=_gen)) * 3 + 0.1
+    _hw.append(torch.cat([torch.tensor([_al]), ((torch.arange(-126, 127, dtype=torch.float64) + 0.5) * (_al / 127)).float()]))
+_hw = torch.stack(_hw)
+_q, _a = blockwise_absmax_quantize(_hw, 254)
+record("q of blockwise_absmax_quantize(8 rows of 254 values on half-way points, 254) (multiply by L / absmax)", _q)
+_xh = torch.cat([torch.tensor([127.0]), torch.arange(-126, 126) + 0.5])     # L / absmax = 1: exact halves
+_x7 = torch.cat([torch.tensor([7.0]), torch.arange(-7, 6) + 0.5])
+_q, _a = blockwise_absmax_quantize(_xh, 253)
+record("q of blockwise_absmax_quantize([127, -125.5, ..., 125.5], 253) (halves to even)", _q)
+_q, _a = blockwise_absmax_quantize(_x7, 14, n_bits=4)
+record("q of blockwise_absmax_quantize([7, -6.5, ..., 5.5], 14, n_bits=4) (halves to even)", _q)
 for _bad in [dict(blocksize=5), dict(blocksize=0), dict(blocksize=64, n_bits=9), dict(blocksize=64, n_bits=1)]:
     record(f"blockwise_absmax_quantize(x of 128 values, {_bad})",
            outcome(blockwise_absmax_quantize, torch.randn(128, generator=_gen), **_bad))
@@ -355,9 +411,18 @@ for _dt, _x in _halves:
     expect(f"q of blockwise_absmax_quantize(a {_dt} tensor of 128 values, 64)",
            torch.round(_xf * (127 / _ra)[:, None]).to(torch.int8).reshape(-1))
     expect(f"absmax of blockwise_absmax_quantize(a {_dt} tensor of 128 values, 64) (float32)", _ra)
+_ref_q, _ref_a, _ = bnbF.int8_vectorwise_quant(_hw.clone())
+expect("q of blockwise_absmax_quantize(8 rows of 254 values on half-way points, 254) (multiply by L / absmax)", _ref_q)
+_hwa = _hw.abs().max(1).values
+check_true(bool((torch.round(_hw / _hwa[:, None] * 127).to(torch.int8) != _ref_q).any()),
+           "the half-way rows must tell x * (L / absmax) from x / absmax * L")
+expect("q of blockwise_absmax_quantize([127, -125.5, ..., 125.5], 253) (halves to even)",
+       bnbF.int8_vectorwise_quant(_xh[None].clone())[0].reshape(-1))
+expect("q of blockwise_absmax_quantize([7, -6.5, ..., 5.5], 14, n_bits=4) (halves to even)",
+       torch.tensor([7, -6, -6, -4, -4, -2, -2, 0, 0, 2, 2, 4, 4, 6], dtype=torch.int8))
 for _bad in [dict(blocksize=5), dict(blocksize=0), dict(blocksize=64, n_bits=9), dict(blocksize=64, n_bits=1)]:
     expect(f"blockwise_absmax_quantize(x of 128 values, {_bad})", "raises ValueError")
-del _rows, _small, _halves
+del _rows, _small, _halves, _hw, _xh, _x7, _hwa, _ref_q, _ref_a
 ### END REFERENCE
 ### END HIDDEN TESTS
 
@@ -401,7 +466,8 @@ print("midpoints:", [round(v, 4) for v in ((NF4_CODE[1:] + NF4_CODE[:-1]) / 2).t
 # `NF4_CODE` table above. Scale exactly as `bitsandbytes` does — multiply by
 # `1 / absmax.clamp(min=1e-38)` (dividing by absmax can differ in the last bit and flip a value
 # that sits on a midpoint) — but *return* the unclamped absmax: an all-zero block has absmax **0**
-# and every value coded as 0.0 (code 7). Do not call `bitsandbytes`: the autograder also runs your
+# and every value coded as 0.0 (code 7). An odd `blocksize` is a `ValueError` even when it divides the
+# number of elements (a block must fill whole bytes). Do not call `bitsandbytes`: the autograder also runs your
 # function where `bitsandbytes` is not installed, with this notebook's imports and `NF4_CODE`.
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_nf4", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -433,7 +499,7 @@ def nf4_quantize(x, blocksize=64):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex3_nf4", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-from course_utils.grading import check_close, check_equal, check_shape, check_true
+from course_utils.grading import check_close, check_equal, check_shape, check_true, outcome
 
 _x = torch.tensor([1.0, -1.0, 0.0, 0.5, -0.2, 0.08, 0.7, -0.7])
 _p, _a = nf4_quantize(_x, blocksize=8)
@@ -451,6 +517,11 @@ _mids = (NF4_CODE[1:] + NF4_CODE[:-1]) / 2
 _pm, _ = nf4_quantize(torch.cat([torch.tensor([1.0]), _mids]), blocksize=16)   # absmax 1: s is the value itself
 check_equal("codes of [1.0, then the 15 midpoints m_0..m_14] (m_k goes to code k)",
             torch.stack([_pm >> 4, _pm & 15], dim=1).reshape(-1).tolist(), [15] + list(range(15)))
+_pd, _ = nf4_quantize(torch.tensor([0.449935644865036, 0.054107122123241425]), blocksize=2)
+check_equal("packed byte of [0.449935644865036, 0.054107122123241425] (x * (1 / absmax) gives code 9; x / absmax gives 8)",
+            _pd.tolist(), [15 << 4 | 9])
+check_equal("nf4_quantize(x of 96 values, blocksize=3) (odd: must raise ValueError)",
+            outcome(nf4_quantize, torch.randn(96), blocksize=3), "raises ValueError")
 print("Visible tests passed.")
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
@@ -478,6 +549,12 @@ _nf4_values = torch.tensor([                       # QLoRA's NF4 values (the inp
 _mid = ((_nf4_values[1:] + _nf4_values[:-1]) / 2)
 _t = torch.cat([torch.tensor([1.0]), _mid, -_mid, _nf4_values, torch.zeros(64 - 1 - 30 - 16)])  # absmax 1: s == x exactly
 _cases.append(("values exactly on the midpoints (ties -> lower code)", _t, 64))
+_mb = []
+for _i in range(16):                               # blocks [a, a * m_k and its float32 neighbours, zeros]: multiply by 1 / a
+    _a = torch.rand(1, generator=_gen) * 3 + 0.1
+    _xm = (_mid * _a).float()
+    _mb.append(torch.cat([_a, _xm, torch.nextafter(_xm, _xm + 1), torch.nextafter(_xm, _xm - 1), torch.zeros(64 - 46)]))
+_cases.append(("midpoints times a random absmax (and their float32 neighbours)", torch.cat(_mb), 64))
 for _name, _xx, _bs in _cases:
     _p, _a = nf4_quantize(_xx, blocksize=_bs)
     record(f"{_name}: x after nf4_quantize (not modified in place)", _xx)
@@ -485,6 +562,9 @@ for _name, _xx, _bs in _cases:
     record(f"{_name}: absmax of nf4_quantize (float32, one per block)", _a)
 for _bad in (48, 7, 0):
     record(f"nf4_quantize(x of 128 values, blocksize={_bad})", outcome(nf4_quantize, torch.randn(128, generator=_gen), blocksize=_bad))
+for _bad in (3, 1, -2):
+    record(f"nf4_quantize(x of 96 values, blocksize={_bad}) (odd or < 2, though it divides 96)",
+           outcome(nf4_quantize, torch.randn(96, generator=_gen), blocksize=_bad))
 ### END PROBE
 ### BEGIN REFERENCE
 from course_utils.grading import check_true, expect
@@ -496,6 +576,13 @@ for _name, _xx, _bs in _cases:
     del _rp, _rs
 for _bad in (48, 7, 0):
     expect(f"nf4_quantize(x of 128 values, blocksize={_bad})", "raises ValueError")
+for _bad in (3, 1, -2):
+    expect(f"nf4_quantize(x of 96 values, blocksize={_bad}) (odd or < 2, though it divides 96)", "raises ValueError")
+_xm = _cases[-1][1].reshape(-1, 64)
+_sd = torch.clamp(_xm / _xm.abs().max(1).values[:, None], -1, 1).reshape(-1)
+_sm = torch.clamp(_xm * (1.0 / _xm.abs().max(1).values)[:, None], -1, 1).reshape(-1)
+check_true(bool(((_sd[:, None] > _mid).sum(1) != (_sm[:, None] > _mid).sum(1)).any()),
+           "the midpoint blocks must tell x * (1 / absmax) from x / absmax")
 ### END REFERENCE
 ### END HIDDEN TESTS
 

@@ -462,6 +462,9 @@ _ids = torch.tensor([[1, 2, 3, 4, 5]])
 _lp = torch.log_softmax(_logits, dim=-1)
 _expected = -(_lp[0, 1, 3] + _lp[0, 2, 4] + _lp[0, 3, 5]) / 3      # prompt = 2 tokens: targets are tokens 2, 3, 4
 check_close("masked_lm_loss, one row, prompt of 2 tokens", masked_lm_loss(_logits, _ids, [2]), _expected, atol=1e-6)
+_far = torch.tensor([[[0.0, 200.0, 0.0], [0.0, 0.0, 0.0]]])     # the target (token 2) is 200 nats behind token 1
+check_close("masked_lm_loss with a logit far ahead of the target's (-log p = 200: use log_softmax / cross_entropy, "
+            "log(softmax) gives inf)", masked_lm_loss(_far, torch.tensor([[0, 2]]), [1]), 200.0, atol=1e-3)
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import outcome, record
@@ -488,6 +491,15 @@ record("loss with a prompt length of 0 (row 0: every token after the first is a 
 for _bad in ([-1, 1, 1], [3, 6, 2]):
     record(f"masked_lm_loss with prompt_lengths={_bad} (lengths 9, 6, 4: must raise ValueError)",
            outcome(masked_lm_loss, _logits, _ids, _bad, _mask))
+record("loss with prompt lengths [8, 5, 3] (lengths 9, 6, 4: one response token per row)",
+       masked_lm_loss(_logits, _ids, [8, 5, 3], _mask), atol=1e-5)
+record("masked_lm_loss without attention_mask, prompt_lengths=[2, 9, 2] (T = 9: must raise ValueError)",
+       outcome(masked_lm_loss, _logits, _ids, [2, 9, 2]))
+record("loss with float16 logits (computed in float32: a float32 scalar)",
+       masked_lm_loss(_logits.half(), _ids, _plen, _mask), atol=1e-3)
+_big = _logits * 300.0                                               # logits far apart: log(softmax) underflows to -inf
+record("loss with logits scaled by 300 (finite: log_softmax, not log(softmax))", masked_lm_loss(_big, _ids, _plen, _mask),
+       rtol=1e-5)
 ### BEGIN REFERENCE
 from course_utils.grading import expect
 from transformers.loss.loss_utils import ForCausalLMLoss
@@ -512,9 +524,16 @@ expect("loss without attention_mask (no padding), prompt lengths [2, 2, 2]",
        ForCausalLMLoss(_logits, _labels_for([2, 2, 2], None), vocab_size=_V), atol=1e-5)
 expect("loss with a prompt length of 0 (row 0: every token after the first is a target)",
        ForCausalLMLoss(_logits, _labels_for([0, 1, 2], _mask), vocab_size=_V), atol=1e-5)
+expect("loss with prompt lengths [8, 5, 3] (lengths 9, 6, 4: one response token per row)",
+       ForCausalLMLoss(_logits, _labels_for([8, 5, 3], _mask), vocab_size=_V), atol=1e-5)
+expect("masked_lm_loss without attention_mask, prompt_lengths=[2, 9, 2] (T = 9: must raise ValueError)", "raises ValueError")
+expect("loss with float16 logits (computed in float32: a float32 scalar)",
+       ForCausalLMLoss(_logits.half(), _labels_for(_plen, _mask), vocab_size=_V), atol=1e-3)
+expect("loss with logits scaled by 300 (finite: log_softmax, not log(softmax))",
+       ForCausalLMLoss(_big, _labels_for(_plen, _mask), vocab_size=_V), rtol=1e-5)
 del ForCausalLMLoss, _labels_for
 ### END REFERENCE
-del _V, _ids, _mask, _plen, _logits, _got, _bad
+del _V, _ids, _mask, _plen, _logits, _got, _bad, _big
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -126,8 +126,10 @@ with tempfile.TemporaryDirectory() as d:
 # %% [markdown]
 # ### Exercise 1 — summed completion log-probabilities (3 points)
 #
-# Implement `sequence_logprobs`. Use `torch.log_softmax` (in float32 or better) and `gather`;
-# do not call a library DPO helper.
+# Implement `sequence_logprobs`. Use `torch.log_softmax` on float32 logits (upcast 16-bit ones)
+# and `gather`, not `torch.log(torch.softmax(...))`: when one logit is far ahead, the other tokens'
+# probabilities underflow to 0 in float32 and their log becomes `-inf`, where `log_softmax` gives the
+# finite value. Do not call a library DPO helper.
 
 # %% nbgrader={"grade": false, "grade_id": "ex1_sequence_logprobs", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def sequence_logprobs(logits, input_ids, completion_mask):
@@ -137,11 +139,14 @@ def sequence_logprobs(logits, input_ids, completion_mask):
     input_ids: (B, T) long tensor.  completion_mask: (B, T), 1 (or True) on completion tokens,
     0 on prompt tokens and padding.
     Returns a float32 tensor of shape (B,): sum over t >= 1 with completion_mask[:, t] == 1 of
-    log softmax(logits[:, t-1])[input_ids[:, t]], computed in float32 whatever the logits' dtype.
+    log softmax(logits[:, t-1])[input_ids[:, t]], computed in float32 whatever the logits' dtype
+    (float64 logits too give a float32 result). Position 0 is never scored (no logits before it),
+    even when completion_mask[:, 0] == 1 (a prompt of length 0).
     Positions outside the completion contribute nothing, even where their log-probability is -inf
     (a token the model rules out, e.g. a masked vocabulary entry, in the prompt or the padding).
-    Inputs are left unchanged. Raises ValueError if the shapes do not match, or if a row has no
-    completion token at positions t >= 1 (an empty completion).
+    Inputs are left unchanged. Raises ValueError if the shapes do not match (logits (B, T, V),
+    input_ids and completion_mask both (B, T), the same B and T), or if any row has no completion
+    token at positions t >= 1 (an empty completion), even when the other rows have one.
     """
     ### BEGIN SOLUTION
     if logits.dim() != 3 or input_ids.shape != logits.shape[:2] or completion_mask.shape != input_ids.shape:
@@ -169,7 +174,12 @@ _lp = torch.log_softmax(_logits, -1)
 _expected0 = _lp[0, 1, 4] + _lp[0, 2, 1] + _lp[0, 3, 5]   # tokens 2..4 scored by positions 1..3
 check_close("sequence_logprobs row 0 (logits[t-1] scores token t; sum, not mean)", _out[0], _expected0, atol=1e-5)
 check_true(bool((_out < 0).all()), "log-probabilities of sequences must be negative")
-del _lp, _expected0
+_lg = torch.zeros(1, 3, 4)
+_lg[0, :, 0] = 120.0                          # token 0 is 120 nats ahead at every position
+_out = sequence_logprobs(_lg, torch.tensor([[2, 1, 3]]), torch.tensor([[1, 1, 1]]))
+check_close("sequence_logprobs with logit 0 120 ahead and completion_mask [[1, 1, 1]] (a prompt of length 0: "
+            "position 0 is not scored; log_softmax stays finite where log(softmax) is -inf)", _out, [-240.0], atol=1e-3)
+del _lp, _expected0, _lg
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import outcome, record
@@ -200,6 +210,30 @@ _lg_inf[0, 0, _ids[0, 1]] = float("-inf")      # the prompt token at position 1 
 _lg_inf[3, 7, _ids[3, 8]] = float("-inf")      # and so is the padding token at position 8 of row 3
 record("sequence_logprobs when a prompt or padding token has log-probability -inf (it must not contribute: "
        "select, do not multiply by the mask)", sequence_logprobs(_lg_inf, _ids, _mask), atol=1e-4, rtol=1e-5)
+_mask0 = torch.tensor([[1, 1, 1, 1, 1, 1, 1, 1, 1],      # prompt of length 0, no padding
+                       [1, 1, 1, 1, 0, 0, 0, 0, 0],      # prompt of length 0, then padding
+                       [0, 0, 1, 1, 1, 1, 1, 1, 1],
+                       [1, 1, 0, 0, 0, 0, 0, 0, 0]])     # prompt of length 0, a completion of 2 tokens
+record("sequence_logprobs with completion_mask[:, 0] == 1 in rows 0, 1, 3 (a prompt of length 0: position 0 is "
+       "not scored)", sequence_logprobs(_logits, _ids, _mask0), atol=1e-4, rtol=1e-5)
+_far = _logits.clone()
+_far[:, :, 0] = 150.0                           # token 0 is about 150 nats ahead at every position
+record("sequence_logprobs when logit 0 is 150 ahead (log_softmax: finite; log(softmax) underflows to -inf)",
+       sequence_logprobs(_far, _ids, _mask), atol=1e-4, rtol=1e-5)
+record("sequence_logprobs with float64 logits (a float32 result)", sequence_logprobs(_logits.double(), _ids, _mask),
+       atol=1e-4, rtol=1e-5)
+record("sequence_logprobs with float16 logits, logit 0 150 ahead (computed in float32)",
+       sequence_logprobs(_far.half(), _ids, _mask), atol=1e-2, rtol=1e-5)
+_one_empty = _mask.clone()
+_one_empty[2] = torch.tensor([1, 0, 0, 0, 0, 0, 0, 0, 0])
+record("sequence_logprobs when only row 2 has an empty completion (the others have one): must raise ValueError",
+       outcome(sequence_logprobs, _logits, _ids, _one_empty))
+record("sequence_logprobs with logits (4, 10, 11), input_ids and completion_mask (4, 9): must raise ValueError",
+       outcome(sequence_logprobs, torch.cat([_logits, _logits[:, :1]], 1), _ids, _mask))
+record("sequence_logprobs with logits (4, 9, 11), input_ids (4, 9), completion_mask (4, 8): must raise ValueError",
+       outcome(sequence_logprobs, _logits, _ids, _mask[:, 1:]))
+record("sequence_logprobs with logits (4, 8, 11), input_ids and completion_mask (4, 9): must raise ValueError",
+       outcome(sequence_logprobs, _logits[:, 1:], _ids, _mask))
 ### BEGIN REFERENCE
 from course_utils.grading import expect
 
@@ -222,12 +256,19 @@ expect("sequence_logprobs when a prompt or padding token has log-probability -in
        "select, do not multiply by the mask)", _ref_slp(_logits, _ids, _mask), atol=1e-4, rtol=1e-5)
 expect("sequence_logprobs with bfloat16 logits and a bool mask (a float32 result)",
        _ref_slp(_logits.to(torch.bfloat16).float(), _ids, _mask), atol=1e-3, rtol=1e-5)
+expect("sequence_logprobs with completion_mask[:, 0] == 1 in rows 0, 1, 3 (a prompt of length 0: position 0 is "
+       "not scored)", _ref_slp(_logits, _ids, _mask0), atol=1e-4, rtol=1e-5)
+expect("sequence_logprobs when logit 0 is 150 ahead (log_softmax: finite; log(softmax) underflows to -inf)",
+       _ref_slp(_far, _ids, _mask), atol=1e-4, rtol=1e-5)
+expect("sequence_logprobs with float64 logits (a float32 result)", _ref_slp(_logits, _ids, _mask), atol=1e-4, rtol=1e-5)
+expect("sequence_logprobs with float16 logits, logit 0 150 ahead (computed in float32)",
+       _ref_slp(_far.half().float(), _ids, _mask), atol=1e-2, rtol=1e-5)
 _g = torch.Generator().manual_seed(7)
 expect("logits after sequence_logprobs (inputs left unchanged)", 3 * torch.randn(4, 9, 11, generator=_g))
 expect("input_ids after sequence_logprobs (inputs left unchanged)", torch.randint(0, 11, (4, 9), generator=_g))
 del _ref_slp
 ### END REFERENCE
-del _g, _logits, _ids, _mask, _out, _outb, _bad_masks, _what, _bad_mask, _lg_inf
+del _g, _logits, _ids, _mask, _out, _outb, _bad_masks, _what, _bad_mask, _lg_inf, _mask0, _far, _one_empty
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -241,12 +282,14 @@ def dpo_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta=0.1)
     """DPO loss of a batch of preference pairs (Rafailov et al. 2023, TRL's "sigmoid" loss).
 
     All four inputs are (B,) tensors of summed completion log-probabilities.
-    Returns (loss, chosen_rewards, rejected_rewards, margins):
-      chosen_rewards = beta * (policy_chosen - ref_chosen), rejected_rewards likewise, (B,);
+    Returns (loss, chosen_rewards, rejected_rewards, margins), tensors in the inputs' dtype:
+      chosen_rewards = beta * (policy_chosen - ref_chosen),
+      rejected_rewards = beta * (policy_rejected - ref_rejected), both (B,);
       margins = chosen_rewards - rejected_rewards, (B,);
-      loss = mean over the batch of -log sigmoid(margins), a 0-dim tensor
-             (use F.logsigmoid: it stays finite for large margins).
-    Raises ValueError if beta <= 0 or if the four inputs do not all have the same shape (B,).
+      loss = mean over the batch of -log sigmoid(margins), a 0-dim tensor (not a Python float)
+             (use F.logsigmoid: it stays finite for large margins of either sign).
+    Inputs are left unchanged. Raises ValueError if beta <= 0, or if the four inputs are not all
+    1-D of the same shape (B,) (no broadcasting: a (1,) or (B, 1) input is an error too).
     """
     ### BEGIN SOLUTION
     if not beta > 0:
@@ -272,6 +315,9 @@ check_close("chosen reward beta*(pi - ref)", _rc, [0.1], atol=1e-5)
 check_close("rejected reward beta*(pi - ref)", _rr, [-0.2], atol=1e-5)
 check_close("margin = chosen reward - rejected reward", _m, [0.3], atol=1e-5)
 check_close("DPO loss for chosen -20 -> -19, rejected -25 -> -27", _loss, -math.log(1 / (1 + math.exp(-0.3))), atol=1e-5)
+_loss = dpo_loss(torch.tensor([-200.0]), torch.tensor([0.0]), torch.tensor([0.0]), torch.tensor([0.0]), beta=1.0)[0]
+check_close("DPO loss for a margin of -200 (-log sigmoid(-200) = 200: F.logsigmoid stays finite, log(sigmoid) is inf)",
+            _loss, 200.0, atol=1e-3)
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import outcome, record
@@ -295,6 +341,21 @@ for _b in (0.0, -0.1):
     record(f"dpo_loss with beta={_b}: must raise ValueError", outcome(dpo_loss, _pc, _pr, _rc0, _rr0, beta=_b))
 record("dpo_loss with policy_rejected of 5 pairs, the others of 6: must raise ValueError",
        outcome(dpo_loss, _pc, _pr[:5], _rc0, _rr0))
+record("dpo_loss with ref_rejected of shape (1,), the others (6,): must raise ValueError (no broadcasting)",
+       outcome(dpo_loss, _pc, _pr, _rc0, _rr0[:1]))
+record("dpo_loss with ref_chosen of 5 pairs, the others of 6: must raise ValueError",
+       outcome(dpo_loss, _pc, _pr, _rc0[:5], _rr0))
+record("dpo_loss with all four inputs of shape (6, 1): must raise ValueError (not 1-D)",
+       outcome(dpo_loss, _pc[:, None], _pr[:, None], _rc0[:, None], _rr0[:, None]))
+record("dpo_loss with all four inputs 0-dim: must raise ValueError (not 1-D)",
+       outcome(dpo_loss, _pc[0], _pr[0], _rc0[0], _rr0[0]))
+_loss5 = dpo_loss(_pc, _pr, _rc0, _rr0, beta=5.0)
+record("DPO loss, chosen and rejected rewards, margins with beta 5 (policy and reference both matter)", list(_loss5),
+       atol=1e-9, rtol=1e-5)
+_pc32 = torch.tensor([-12.0, -30.0, -7.5])
+_loss_d = dpo_loss(_pc32, _pc32 - 4, _pc32 + 1, _pc32 - 2)
+record("dpo_loss with the default beta on float32 inputs (chosen +1 and rejected -2 vs the reference: rewards "
+       "-0.1 and -0.2)", list(_loss_d), atol=1e-6, rtol=1e-5)
 ### BEGIN REFERENCE
 from course_utils.grading import expect
 _erc, _err = _beta * (_pc - _rc0), _beta * (_pr - _rr0)
@@ -304,13 +365,21 @@ expect("margins, 6 pairs, beta 0.37", _erc - _err, atol=1e-9, rtol=1e-5)
 expect("DPO loss, 6 pairs, beta 0.37 (a 0-dim tensor)", torch.log1p(torch.exp(-(_erc - _err))).mean(), atol=1e-9, rtol=1e-5)
 expect("DPO loss for a huge positive margin (5000)", torch.tensor(0.0), atol=1e-6, rtol=1e-5)
 expect("DPO loss for a huge negative margin (-5000: finite, = -margin)", torch.tensor(5000.0), atol=1e-2, rtol=1e-5)
+_erc5, _err5 = 5.0 * (_pc - _rc0), 5.0 * (_pr - _rr0)
+expect("DPO loss, chosen and rejected rewards, margins with beta 5 (policy and reference both matter)",
+       [torch.nn.functional.softplus(-(_erc5 - _err5)).mean(), _erc5, _err5, _erc5 - _err5], atol=1e-9, rtol=1e-5)
+_erc_d, _err_d = torch.full((3,), -0.1), torch.full((3,), -0.2)
+expect("dpo_loss with the default beta on float32 inputs (chosen +1 and rejected -2 vs the reference: rewards "
+       "-0.1 and -0.2)", [torch.nn.functional.softplus(-(_erc_d - _err_d)).mean(), _erc_d, _err_d, _erc_d - _err_d],
+       atol=1e-6, rtol=1e-5)
+del _erc5, _err5, _erc_d, _err_d
 _g = torch.Generator().manual_seed(3)
 for _name, _t in zip(("policy_chosen", "policy_rejected", "ref_chosen", "ref_rejected"),
                      [-30 * torch.rand(6, generator=_g, dtype=torch.float64) for _ in range(4)]):
     expect(f"{_name} after dpo_loss (inputs left unchanged)", _t)
 del _erc, _err
 ### END REFERENCE
-del _g, _pc, _pr, _rc0, _rr0, _beta, _loss, _rc, _rr, _m, _name, _t, _loss_big, _loss_neg, _b
+del _g, _pc, _pr, _rc0, _rr0, _beta, _loss, _rc, _rr, _m, _name, _t, _loss_big, _loss_neg, _b, _loss5, _pc32, _loss_d
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -565,9 +634,10 @@ def group_advantages(rewards, eps=1e-4):
     """GRPO advantages of a (num_groups, G) float tensor of rewards (one row per prompt).
 
     A[i, j] = (rewards[i, j] - mean_i) / (std_i + eps), mean and std over row i, std with Bessel's
-    correction (divide by G - 1). A group whose rewards are all equal gets advantages 0.
+    correction (divide by G - 1), eps added to the std (not to the variance, not a floor on the std).
+    A group whose rewards are all equal gets advantages 0.
     Returns a tensor of the same shape and dtype; the input is left unchanged.
-    Raises ValueError if rewards is not 2-D or G < 2.
+    Raises ValueError if rewards is not 2-D (1-D and 3-D alike) or G < 2 (G = 0 too).
     """
     ### BEGIN SOLUTION
     if rewards.dim() != 2 or rewards.shape[1] < 2:
@@ -597,8 +667,12 @@ record("rewards after group_advantages (left unchanged)", _r)
 record("group_advantages with eps=0.5", group_advantages(_r[:2], eps=0.5), atol=1e-9, rtol=1e-5)
 record("group_advantages of [[2.0, 0.0]] in float32 (G=2, a float32 result)",
        group_advantages(torch.tensor([[2.0, 0.0]], dtype=torch.float32)), atol=1e-5, rtol=1e-5)
-for _bad in (torch.ones(4), torch.ones(3, 1)):
+for _bad in (torch.ones(4), torch.ones(3, 1), torch.ones(3, 0), torch.ones(2, 3, 4)):
     record(f"group_advantages of rewards of shape {tuple(_bad.shape)}: must raise ValueError", outcome(group_advantages, _bad))
+_r4 = torch.tensor([[0.0, 0.0, 0.0, 1.0], [3.0, 1.0, 2.0, 2.0], [0.5, 0.5, 0.5, 0.5], [1.0, -1.0, 4.0, 0.0]],
+                   dtype=torch.float64)
+record("group_advantages of a (4, 4) float64 batch with eps=0.01 (per-row statistics on a square input)",
+       group_advantages(_r4, eps=0.01), atol=1e-9, rtol=1e-5)
 ### BEGIN REFERENCE
 from course_utils.grading import expect
 _m = _r.mean(1, keepdim=True)
@@ -607,6 +681,10 @@ expect("group_advantages of 3 groups of 6 float64 rewards (Bessel std, eps 1e-4)
        atol=1e-9, rtol=1e-5)
 expect("group_advantages of a group of equal rewards (exactly zero)", torch.zeros(6, dtype=torch.float64))
 expect("group_advantages with eps=0.5", (_r[:2] - _m[:2]) / (_s[:2] + 0.5), atol=1e-9, rtol=1e-5)
+_m4 = _r4.mean(1, keepdim=True)
+expect("group_advantages of a (4, 4) float64 batch with eps=0.01 (per-row statistics on a square input)",
+       (_r4 - _m4) / (((_r4 - _m4) ** 2).sum(1, keepdim=True).div(3).sqrt() + 0.01), atol=1e-9, rtol=1e-5)
+del _m4
 expect("group_advantages of [[2.0, 0.0]] in float32 (G=2, a float32 result)",
        torch.tensor([[1.0 / (2 ** 0.5 + 1e-4), -1.0 / (2 ** 0.5 + 1e-4)]]), atol=1e-5, rtol=1e-5)
 _g = torch.Generator().manual_seed(11)
@@ -615,7 +693,7 @@ _r0[2] = 0.25
 expect("rewards after group_advantages (left unchanged)", _r0)
 del _m, _s, _r0
 ### END REFERENCE
-del _g, _r, _A, _bad
+del _g, _r, _A, _bad, _r4
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -690,11 +768,15 @@ else:
 def ngram_overlap(benchmark, training, n=8):
     """Fraction of the benchmark's distinct word n-grams that also occur in the training text.
 
-    Words: the text lower-cased and split on whitespace (str.split()), punctuation kept as part of
-    the words; so "The  cat" and "the cat" have the same words. An n-gram is a tuple of n
-    consecutive words. Returns a float in [0, 1]:
-    |set(ngrams(benchmark)) & set(ngrams(training))| / |set(ngrams(benchmark))|.
-    Raises ValueError if n < 1 or the benchmark has fewer than n words.
+    Words: text.lower().split() (str.lower, not casefold; str.split() with no argument, so any
+    run of whitespace, Unicode too, separates words and leading/trailing whitespace makes no empty
+    word), punctuation kept as part of the words; so "The  cat" and "the cat" have the same words.
+    An n-gram is a tuple of n consecutive words (not the words joined into one string).
+    Returns a float in [0, 1]:
+    |set(ngrams(benchmark)) & set(ngrams(training))| / |set(ngrams(benchmark))|
+    (a training text with fewer than n words has no n-grams: the result is 0.0, not an error).
+    Raises ValueError if n < 1 (0 and negative n) or the benchmark has fewer than n words
+    (exactly n words is fine: one n-gram).
     """
     ### BEGIN SOLUTION
     if n < 1:
@@ -737,8 +819,18 @@ record("ngram_overlap('end. of it', 'end of it', n=2) (punctuation stays part of
        _as_float(ngram_overlap("end. of it", "end of it", n=2)), atol=1e-6, rtol=1e-5)
 record("ngram_overlap('ab cd', 'abc d', n=1) (characters are not words)",
        _as_float(ngram_overlap("ab cd", "abc d", n=1)), atol=1e-6, rtol=1e-5)
-for _args in (("a b", "a b", 3), ("a b c", "a b c", 0)):
+for _args in (("a b", "a b", 3), ("a b c", "a b c", 0), ("a b c", "a b c", -1), (" \n\t ", "a b", 1)):
     record(f"ngram_overlap{_args}: must raise ValueError", outcome(ngram_overlap, *_args))
+_cases = {"benchmark of exactly n=3 words": ("a b c", "x a b c", 3),
+          "training text shorter than n=3 (0.0, not an error)": ("a b c", "a b", 3),
+          "leading/trailing whitespace, a no-break space and a tab (str.split())":
+              ("\n The\u00a0quick brown\tfox ", "the quick brown fox jumps", 2),
+          "'STRASSE ist lang' vs 'straße ist lang' (str.lower, not casefold)": ("STRASSE ist lang", "straße ist lang", 1),
+          "'ab c' vs 'a bc' (n-grams are tuples of words, not joined strings)": ("ab c", "a bc", 2),
+          "6 benchmark 2-grams, training shares 2 and has 5 more (divide by the benchmark's count)":
+              ("a b c d e f g", "a b c x y z w v", 2)}
+for _what, _args in _cases.items():
+    record(f"ngram_overlap on {_what}: {_args!r}", _as_float(ngram_overlap(*_args)), atol=1e-6, rtol=1e-5)
 ### BEGIN REFERENCE
 from course_utils.grading import expect
 
@@ -754,9 +846,14 @@ for _n in (1, 2, 3, 5):
 expect("ngram_overlap('a b a b a b', 'a b', n=2) (repeated n-grams count once)", 0.5, atol=1e-6, rtol=1e-5)
 expect("ngram_overlap('end. of it', 'end of it', n=2) (punctuation stays part of the word)", 0.5, atol=1e-6, rtol=1e-5)
 expect("ngram_overlap('ab cd', 'abc d', n=1) (characters are not words)", 0.0, atol=1e-6, rtol=1e-5)
+for (_what, (_bt, _tt, _n)), _v in zip(_cases.items(), (1.0, 0.0, 1.0, 2 / 3, 0.0, 1 / 3)):
+    _b = _grams(_bt.lower().split(), _n)
+    assert abs(len(_b & _grams(_tt.lower().split(), _n)) / len(_b) - _v) < 1e-12, _what   # the closed form is the set formula
+    expect(f"ngram_overlap on {_what}: {(_bt, _tt, _n)!r}", _v, atol=1e-6, rtol=1e-5)
+del _bt, _tt, _v
 del _grams, _b
 ### END REFERENCE
-del _as_float, _bench, _train, _n, _args
+del _as_float, _bench, _train, _n, _args, _cases, _what
 ### END HIDDEN TESTS
 
 # %% nbgrader={"grade": false, "grade_id": "contamination_demo", "locked": true, "schema_version": 3, "solution": false, "task": false} tags=["nbval-check-output"]

@@ -119,3 +119,56 @@ VARIANTS += [
         "loses": ["test_ex3_score_std_table"],
     },
 ]
+
+# Issue 17: one plausible mistake per clause the text states, each on an input where it shows.
+VARIANTS += [
+    {   # p = exp(z) / sum exp(z) written by hand without the max shift: nan for scores like [1000, 999, 0]
+        "name": "jacobian_naive_exp_softmax",
+        "cells": {"ex4_softmax_jacobian": [("p = torch.softmax(z, dim=-1)", "p = torch.exp(z) / torch.exp(z).sum()")]},
+        "loses": ["test_ex4_softmax_jacobian"],
+    },
+    {   # computes in float64 "for accuracy" and forgets to cast back: float64 J for a float32 z
+        "name": "jacobian_upcasts_float32",
+        "cells": {"ex4_softmax_jacobian": [("p = torch.softmax(z, dim=-1)", "p = torch.softmax(z.double(), dim=-1)")]},
+        "loses": ["test_ex4_softmax_jacobian"],
+    },
+    {   # numpy's std (ddof=0), not torch.std's unbiased default
+        "name": "score_table_numpy_std_ddof0",
+        "cells": {"ex3_score_std_table": [("rows.append([raw.std().item(), (raw / math.sqrt(d_k)).std().item()])",
+                                           "rows.append([float(np.std(raw.numpy())), float(np.std((raw / math.sqrt(d_k)).numpy()))])")]},
+        "loses": ["test_ex3_score_std_table"],
+    },
+    {   # q and k in one draw of shape (2, n, d_k): other numbers than q then k
+        "name": "score_table_q_and_k_in_one_draw",
+        "cells": {"ex3_score_std_table": [("        q = torch.randn(n_pairs, d_k, generator=generator)\n"
+                                           "        k = torch.randn(n_pairs, d_k, generator=generator)\n",
+                                           "        q, k = torch.randn(2, n_pairs, d_k, generator=generator)\n")]},
+        "loses": ["test_ex3_score_std_table"],
+    },
+    {   # the dimensions in increasing order, without repeats (not "each d_k in d_ks, in order")
+        "name": "score_table_sorted_unique_d_ks",
+        "cells": {"ex3_score_std_table": [("for d_k in d_ks:", "for d_k in sorted(set(d_ks)):")]},
+        "loses": ["test_ex3_score_std_table"],
+    },
+    {   # clamps p to avoid log 0: 1e-12 is 0 in float16, so 0 * log 0 = nan there
+        "name": "entropy_clamp_eps",
+        "cells": {"ex1_entropy": "def entropy(p, dim=-1):\n"
+                                 "    return -(p * torch.log(p.clamp_min(1e-12))).sum(dim=dim)\n"},
+        "loses": ["test_ex1_entropy"],
+    },
+    {   # only tau == 0 rejected: a negative temperature goes through
+        "name": "softmax_rejects_only_zero_tau",
+        "cells": {"ex2_tempered_softmax": [("if not tau > 0:", "if tau == 0:")]},
+        "loses": ["test_ex2_tempered_softmax"],
+    },
+    {   # only negative tau rejected: tau = 0 divides by zero
+        "name": "softmax_rejects_only_negative_tau",
+        "cells": {"ex2_tempered_softmax": [("if not tau > 0:", "if tau < 0:")]},
+        "loses": ["test_ex2_tempered_softmax"],
+    },
+    {   # the max of the last dimension whatever `dim` is
+        "name": "softmax_max_along_last_dim",
+        "cells": {"ex2_tempered_softmax": [("z = z - z.amax(dim=dim, keepdim=True)", "z = z - z.amax(dim=-1, keepdim=True)")]},
+        "loses": ["test_ex2_tempered_softmax"],
+    },
+]

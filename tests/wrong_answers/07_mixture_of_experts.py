@@ -104,3 +104,85 @@ VARIANTS += [
                                        "f = F.one_hot(probs.argmax(dim=-1), num_classes=E).to(probs.dtype).sum(dim=0) / T")]},
      "loses": ["test_ex3b_switch_aux"]},
 ]
+
+# Issue 17: one plausible mistake per clause the text states, each on an input where it shows.
+VARIANTS += [
+    # Exercise 1
+    {"name": "route_softmax_by_hand_without_max_shift",   # exp(1000) = inf: nan probabilities for huge logits
+     "cells": {"ex1_route_topk": [("probs = torch.softmax((x @ W_g.T).float(), dim=-1)",
+                                   "logits = (x @ W_g.T).float()\n    probs = logits.exp() / logits.exp().sum(dim=-1, keepdim=True)")]},
+     "loses": ["test_ex1_route_topk"]},
+    {"name": "route_gates_cast_to_input_dtype",           # float32 probabilities, but gates back in bfloat16 / float16
+     "cells": {"ex1_route_topk": [("gates = top_p / top_p.sum(dim=-1, keepdim=True)",
+                                   "gates = (top_p / top_p.sum(dim=-1, keepdim=True)).to(x.dtype)")]},
+     "loses": ["test_ex1_route_topk"]},
+    {"name": "route_logits_without_transpose",            # x @ W_g: only runs when d == E, and then gives other logits
+     "cells": {"ex1_route_topk": [("(x @ W_g.T)", "(x @ W_g)")]},
+     "loses": ["test_ex1_route_topk"]},
+    # Exercise 2
+    {"name": "load_float_counts",                         # counts accumulated in a float tensor
+     "cells": {"ex2_expert_load": "def expert_load(topk_idx, num_experts):\n"
+                                  "    flat = topk_idx.reshape(-1)\n"
+                                  "    return torch.zeros(num_experts).index_add_(0, flat, torch.ones(flat.numel()))\n"},
+     "loses": ["test_ex2_expert_load"]},
+    {"name": "load_unique_counts",                        # torch.unique: idle experts disappear
+     "cells": {"ex2_expert_load": "def expert_load(topk_idx, num_experts):\n"
+                                  "    return torch.unique(topk_idx, return_counts=True)[1]\n"},
+     "loses": ["test_ex2_expert_load"]},
+    # Exercise 3
+    {"name": "book_loss_T_from_the_load",                 # T taken as load.sum(): the same for hard top-1 loads only
+     "cells": {"ex3_balance_losses": [("return ((load.float() / T - 1.0 / E) ** 2).sum()",
+                                       "return ((load.float() / load.sum() - 1.0 / E) ** 2).sum()")]},
+     "loses": ["test_ex3a_book_balance"]},
+    {"name": "book_loss_through_numpy",                   # right value, but no gradient reaches a soft load
+     "cells": {"ex3_balance_losses": [("return ((load.float() / T - 1.0 / E) ** 2).sum()",
+                                       "l = load.detach().double().numpy()\n"
+                                       "    return torch.tensor(((l / T - 1.0 / E) ** 2).sum())")]},
+     "loses": ["test_ex3a_book_balance"]},
+    {"name": "switch_fractions_over_k_T",                 # f_e normalised to sum to 1, not to k
+     "cells": {"ex3_balance_losses": [(".to(probs.dtype) / T", ".to(probs.dtype) / (T * topk_idx.shape[1])")]},
+     "loses": ["test_ex3b_switch_aux"]},
+    {"name": "switch_probs_detached",
+     "cells": {"ex3_balance_losses": [("P = probs.mean(dim=0)", "P = probs.detach().mean(dim=0)")]},
+     "loses": ["test_ex3b_switch_aux"]},
+    # Exercise 4
+    {"name": "moe_gates_not_cast_to_x_dtype",             # float32 gates * bfloat16 rows: index_add refuses the mix
+     "cells": {"ex4_moe_forward": [("gates[token_rows, slot, None].to(x.dtype)", "gates[token_rows, slot, None]")]},
+     "loses": ["test_ex4_moe_forward"]},
+    {"name": "moe_output_always_float32",                 # y = torch.zeros(T, d): float32 whatever x is
+     "cells": {"ex4_moe_forward": [("y = torch.zeros_like(x)", "y = torch.zeros(x.shape)"),
+                                   ("y = y.index_add(0, token_rows, out)", "y[token_rows] += out")]},
+     "loses": ["test_ex4_moe_forward"]},
+    # Exercise 5
+    {"name": "params_active_as_float",                    # k / E of the experts: a float, not a Python int
+     "cells": {"ex5_param_counts": [("int(shared + L * k * expert)", "shared + L * E * expert * (k / E)")]},
+     "loses": ["test_ex5_param_counts"]},
+    {"name": "params_head_dim_always_d_over_heads",        # ignores config.head_dim when it is set
+     "cells": {"ex5_param_counts": [("hd = config.head_dim or d // config.num_attention_heads",
+                                     "hd = d // config.num_attention_heads")]},
+     "loses": ["test_ex5_param_counts"]},
+    {"name": "params_forget_final_norm",
+     "cells": {"ex5_param_counts": [("(1 if config.tie_word_embeddings else 2) + d", "(1 if config.tie_word_embeddings else 2)")]},
+     "loses": ["test_ex5_param_counts"]},
+]
+VARIANTS += [
+    {"name": "moe_loop_over_tokens",                      # sparse, but one expert call per (token, slot)
+     "cells": {"ex4_moe_forward": "def moe_forward(x, topk_idx, gates, experts):\n"
+                                  "    y = torch.zeros_like(x)\n"
+                                  "    for t in range(x.shape[0]):\n"
+                                  "        for j in range(topk_idx.shape[1]):\n"
+                                  "            e = int(topk_idx[t, j])\n"
+                                  "            y[t] += gates[t, j].to(x.dtype) * experts[e](x[t:t + 1])[0]\n"
+                                  "    return y\n"},
+     "loses": ["test_ex4_moe_forward"]},
+    {"name": "moe_one_call_per_slot",                     # each expert called once per slot j, not once in all
+     "cells": {"ex4_moe_forward": "def moe_forward(x, topk_idx, gates, experts):\n"
+                                  "    y = torch.zeros_like(x)\n"
+                                  "    for j in range(topk_idx.shape[1]):\n"
+                                  "        for e, expert in enumerate(experts):\n"
+                                  "            rows = torch.where(topk_idx[:, j] == e)[0]\n"
+                                  "            if len(rows):\n"
+                                  "                y = y.index_add(0, rows, expert(x[rows]) * gates[rows, j, None].to(x.dtype))\n"
+                                  "    return y\n"},
+     "loses": ["test_ex4_moe_forward"]},
+]

@@ -103,6 +103,71 @@ _CACHE_POSITIONS_STUCK = '''def greedy_generate_cached(model, input_ids, max_new
     return ids
 '''
 
+_TOPP_SHIFTED_DESCENDING = '''def top_p_filter(logits, top_p, min_tokens_to_keep=1, filter_value=float("-inf")):
+    # the older transformers formulation: descending sort, remove where the cumsum exceeds p, shifted right by
+    # one so that the token crossing p stays. Same set in exact arithmetic, not at the boundary c = 1 - p.
+    if not 0 < top_p <= 1:
+        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+    sorted_logits, order = torch.sort(logits.float(), dim=-1, descending=True)
+    cum = torch.softmax(sorted_logits, dim=-1).cumsum(dim=-1)
+    remove_sorted = cum > top_p
+    remove_sorted[..., 1:] = remove_sorted[..., :-1].clone()
+    remove_sorted[..., :min_tokens_to_keep] = False
+    remove = remove_sorted.scatter(-1, order, remove_sorted)
+    return logits.masked_fill(remove, filter_value)
+'''
+
+_DISTINCT_JOINED = '''def distinct_n(tokens, n):
+    # each n-gram as a string of its ids run together: (1, 12) and (11, 2) both become "112"
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    if torch.is_tensor(tokens):
+        tokens = tokens.tolist()
+    tokens = list(tokens)
+    grams = ["".join(str(t) for t in tokens[i:i + n]) for i in range(len(tokens) - n + 1)]
+    return len(set(grams)) / len(grams) if grams else 0.0
+'''
+
+_DISTINCT_SPACE_JOINED = '''def distinct_n(tokens, n):
+    # each n-gram as its items joined by spaces: fine for ids, not for string tokens that contain spaces
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    if torch.is_tensor(tokens):
+        tokens = tokens.tolist()
+    tokens = list(tokens)
+    grams = [" ".join(str(t) for t in tokens[i:i + n]) for i in range(len(tokens) - n + 1)]
+    return len(set(grams)) / len(grams) if grams else 0.0
+'''
+
+_CACHE_EXTRA_PASS = '''def greedy_generate_cached(model, input_ids, max_new_tokens):
+    # prefill, then max_new_tokens passes of one token: the last pass computes a token nobody uses
+    with torch.no_grad():
+        out = model(input_ids=input_ids, use_cache=True)
+    ids, past = input_ids, out.past_key_values
+    next_token = out.logits[:, -1, :].argmax(dim=-1, keepdim=True)
+    for _ in range(max_new_tokens):
+        ids = torch.cat([ids, next_token], dim=-1)
+        with torch.no_grad():
+            out = model(input_ids=next_token, past_key_values=past, use_cache=True)
+        past = out.past_key_values
+        next_token = out.logits[:, -1, :].argmax(dim=-1, keepdim=True)
+    return ids
+'''
+
+_CACHE_PREFILL_SHORT = '''def greedy_generate_cached(model, input_ids, max_new_tokens):
+    # prefill with all but the last prompt token, then feed the last prompt token alone
+    with torch.no_grad():
+        past = model(input_ids=input_ids[:, :-1], use_cache=True).past_key_values
+    ids, step_input = input_ids, input_ids[:, -1:]
+    for _ in range(max_new_tokens):
+        with torch.no_grad():
+            out = model(input_ids=step_input, past_key_values=past, use_cache=True)
+        past = out.past_key_values
+        step_input = out.logits[:, -1, :].argmax(dim=-1, keepdim=True)
+        ids = torch.cat([ids, step_input], dim=-1)
+    return ids
+'''
+
 # Variants marked "alone" also break the pipeline exercise (it composes exercises 1-3), so each
 # is graded by itself.
 VARIANTS = [
@@ -187,5 +252,96 @@ VARIANTS = [
      "loses": ["test_ex7_distinct"]},
     {"name": "distinct_no_error_for_n_zero",
      "cells": {"ex7_distinct": [("raise ValueError(f\"n must be >= 1, got {n}\")", "return 0.0")]},
+     "loses": ["test_ex7_distinct"]},
+    # --- issue 17: one wrong answer per clause of the contracts ---
+    # Exercise 1
+    {"name": "temperature_upcasts_to_float32",           # "same dtype": a float16 input gives a float32 result
+     "cells": {"ex1_temperature": [("return logits / temperature", "return logits.float() / temperature")]},
+     "loses": ["test_ex1_temperature"]},
+    {"name": "temperature_rejects_int",                  # the library's isinstance(temperature, float) check
+     "cells": {"ex1_temperature": [("if not temperature > 0:", "if not isinstance(temperature, float) or not temperature > 0:")]},
+     "loses": ["test_ex1_temperature"]},
+    # Exercise 2
+    {"name": "topk_no_cap_at_vocabulary",                # k > V: torch.topk raises
+     "cells": {"ex2_top_k": [("k_eff = min(max(int(k), min_tokens_to_keep), logits.shape[-1])",
+                              "k_eff = max(int(k), min_tokens_to_keep)")]},
+     "loses": ["test_ex2_top_k"]},
+    {"name": "topk_ignores_filter_value",
+     "cells": {"ex2_top_k": [("masked_fill(logits < kth, filter_value)", "masked_fill(logits < kth, float('-inf'))")]},
+     "loses": ["test_ex2_top_k"]},
+    {"name": "topk_returns_float32",                     # computes in float32 and returns it for a bfloat16 input
+     "cells": {"ex2_top_k": [("return logits.masked_fill(logits < kth, filter_value)",
+                              "logits = logits.float()\n    return logits.masked_fill(logits < kth.float(), filter_value)")]},
+     "loses": ["test_ex2_top_k"]},
+    {"name": "topk_along_dim_1",                         # right on (B, V), wrong on (..., V) batches
+     "cells": {"ex2_top_k": [("k_eff = min(max(int(k), min_tokens_to_keep), logits.shape[-1])",
+                              "k_eff = min(max(int(k), min_tokens_to_keep), logits.shape[1])"),
+                             ("torch.topk(logits, k_eff, dim=-1).values[..., -1:]",
+                              "torch.topk(logits, k_eff, dim=1).values.narrow(1, k_eff - 1, 1)")]},
+     "loses": ["test_ex2_top_k"]},
+    {"name": "topk_in_place",
+     "cells": {"ex2_top_k": [("return logits.masked_fill(logits < kth, filter_value)",
+                              "return logits.masked_fill_(logits < kth, filter_value)")]},
+     "loses": ["test_ex2_top_k"]},
+    # Exercise 3
+    {"name": "topp_strict_at_boundary",                  # c < 1 - p: keeps the position where c = 1 - p exactly
+     "cells": {"ex3_top_p": [("cum <= 1 - top_p", "cum < 1 - top_p")]},
+     "loses": ["test_ex3_top_p"]},
+    {"name": "topp_shifted_descending",                  # equivalent on paper, differs exactly at the boundary
+     "cells": {"ex3_top_p": _TOPP_SHIFTED_DESCENDING}, "loses": ["test_ex3_top_p"]},
+    {"name": "topp_unsorts_with_gather",                 # the inverse permutation: wrong tokens kept (pipeline too)
+     "cells": {"ex3_top_p": [("remove_sorted.scatter(-1, order, remove_sorted)", "remove_sorted.gather(-1, order)")]},
+     "loses": ["test_ex3_top_p", "test_ex4_pipeline"]},
+    {"name": "topp_scatter_along_dim_1",                 # the library's scatter(1, ...): wrong on (..., V) batches
+     "cells": {"ex3_top_p": [("remove_sorted.scatter(-1, order, remove_sorted)", "remove_sorted.scatter(1, order, remove_sorted)")]},
+     "loses": ["test_ex3_top_p"]},
+    {"name": "topp_softmax_in_input_dtype",              # the nucleus of a float16 input computed in float16
+     "cells": {"ex3_top_p": [("torch.sort(logits.float(), dim=-1, descending=False)", "torch.sort(logits, dim=-1, descending=False)")]},
+     "loses": ["test_ex3_top_p"]},
+    {"name": "topp_returns_float32",                     # float16 in, float32 out
+     "cells": {"ex3_top_p": [("return logits.masked_fill(remove, filter_value)", "return logits.float().masked_fill(remove, filter_value)")]},
+     "loses": ["test_ex3_top_p"]},
+    {"name": "topp_in_place",
+     "cells": {"ex3_top_p": [("return logits.masked_fill(remove, filter_value)", "return logits.masked_fill_(remove, filter_value)")]},
+     "loses": ["test_ex3_top_p"]},
+    {"name": "topp_ignores_filter_value",
+     "cells": {"ex3_top_p": [("return logits.masked_fill(remove, filter_value)", "return logits.masked_fill(remove, float('-inf'))")]},
+     "loses": ["test_ex3_top_p"]},
+    {"name": "topp_rejects_one",                         # (0, 1) instead of (0, 1]: p = 1 must keep every token
+     "cells": {"ex3_top_p": [("if not 0 < top_p <= 1:", "if not 0 < top_p < 1:")]},
+     "loses": ["test_ex3_top_p"]},
+    # Exercise 4
+    {"name": "pipeline_min_tokens_only_to_top_p",        # top_k below min_tokens_to_keep keeps only top_k tokens
+     "cells": {"ex4_pipeline": [("out = top_k_filter(out, top_k, min_tokens_to_keep=min_tokens_to_keep)",
+                                 "out = top_k_filter(out, top_k)")]},
+     "loses": ["test_ex4_pipeline"]},
+    {"name": "pipeline_min_tokens_only_to_top_k",
+     "cells": {"ex4_pipeline": [("out = top_p_filter(out, top_p, min_tokens_to_keep=min_tokens_to_keep)",
+                                 "out = top_p_filter(out, top_p)")]},
+     "loses": ["test_ex4_pipeline"]},
+    # Exercise 5
+    {"name": "sampler_stops_at_eos",                     # generate's early stop, which the text excludes
+     "cells": {"ex5_sampler": [("        ids = torch.cat([ids, next_token], dim=-1)\n",
+                                "        ids = torch.cat([ids, next_token], dim=-1)\n"
+                                "        eos = getattr(getattr(model, 'config', None), 'eos_token_id', None)\n"
+                                "        if eos is not None and bool((next_token == eos).all()):\n"
+                                "            break\n")]},
+     "loses": ["test_ex5_sampler"]},
+    # Exercise 6
+    {"name": "cache_first_position_logits",              # logits[:, 0]: right for 1-token passes, not the prefill
+     "cells": {"ex6_cache": [("out.logits[:, -1, :].argmax", "out.logits[:, 0, :].argmax")]},
+     "loses": ["test_ex6_cache"]},
+    {"name": "cache_extra_forward_pass", "cells": {"ex6_cache": _CACHE_EXTRA_PASS}, "loses": ["test_ex6_cache"]},
+    {"name": "cache_prefill_without_last_prompt_token", "cells": {"ex6_cache": _CACHE_PREFILL_SHORT},
+     "loses": ["test_ex6_cache"]},
+    # Exercise 7
+    {"name": "distinct_joins_ids_into_strings", "cells": {"ex7_distinct": _DISTINCT_JOINED}, "loses": ["test_ex7_distinct"]},
+    {"name": "distinct_space_joined_strings", "cells": {"ex7_distinct": _DISTINCT_SPACE_JOINED},
+     "loses": ["test_ex7_distinct"]},
+    {"name": "distinct_rejects_only_nonpositive",        # n <= 0: n = 0.5 is < 1 and must raise ValueError too
+     "cells": {"ex7_distinct": [("if n < 1:", "if n <= 0:")]},
+     "loses": ["test_ex7_distinct"]},
+    {"name": "distinct_rejects_only_zero",
+     "cells": {"ex7_distinct": [("if n < 1:", "if n == 0:")]},
      "loses": ["test_ex7_distinct"]},
 ]

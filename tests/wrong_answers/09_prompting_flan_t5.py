@@ -82,3 +82,132 @@ VARIANTS = [
      "cells": {"ex5_truncate": _TRUNCATE_VISIBLE_ONLY},
      "loses": ["test_ex5_truncate"]},
 ]
+
+_NORMALIZE_WORD_BOUNDARY = '''def normalize_label(answer):
+    # \\b...\\b around the labels: "NEGATIVO2" or "sentimento_negativo" has no word boundary next to the label
+    if not isinstance(answer, str):
+        raise TypeError("answer must be a str")
+    decomposed = unicodedata.normalize("NFKD", answer)
+    plain = "".join(c for c in decomposed if not unicodedata.combining(c)).upper()
+    found = {"POSITIVO" if w.startswith("POS") else "NEGATIVO"
+             for w in re.findall(r"\\b(POSITIV[OAE]|NEGATIV[OAE])\\b", plain)}
+    return found.pop() if len(found) == 1 else None
+'''
+
+_NORMALIZE_SPLIT_STRIP = '''def normalize_label(answer):
+    # str.split() then strip punctuation from each word: "label=negativo;" stays one word
+    import string
+    if not isinstance(answer, str):
+        raise TypeError("answer must be a str")
+    decomposed = unicodedata.normalize("NFKD", answer)
+    plain = "".join(c for c in decomposed if not unicodedata.combining(c)).upper()
+    words_to_label = {"POSITIVO": "POSITIVO", "POSITIVA": "POSITIVO", "POSITIVE": "POSITIVO",
+                      "NEGATIVO": "NEGATIVO", "NEGATIVA": "NEGATIVO", "NEGATIVE": "NEGATIVO"}
+    found = {words_to_label[w] for w in (w.strip(string.punctuation) for w in plain.split()) if w in words_to_label}
+    return found.pop() if len(found) == 1 else None
+'''
+
+_HARNESS_CACHED = '''def evaluate_accuracy(generate, examples, make_prompt, parse):
+    # caches the answer per prompt: a repeated text is generated once (the docstring says once per example)
+    examples = list(examples)
+    if not examples:
+        raise ValueError("the labelled set is empty: accuracy is undefined")
+    cache = {}
+    predictions = []
+    for ex in examples:
+        prompt = make_prompt(ex["text"])
+        if prompt not in cache:
+            cache[prompt] = generate(prompt)
+        predictions.append(parse(cache[prompt]))
+    n_correct = sum(p == ex["label"] for p, ex in zip(predictions, examples))
+    return {"accuracy": n_correct / len(examples), "n": len(examples), "n_correct": n_correct,
+            "n_unparsed": sum(p is None for p in predictions), "predictions": predictions}
+'''
+
+_HARNESS_GENERATE_TWICE = '''def evaluate_accuracy(generate, examples, make_prompt, parse):
+    # generates again to count the unparsed answers
+    examples = list(examples)
+    if not examples:
+        raise ValueError("the labelled set is empty: accuracy is undefined")
+    predictions = [parse(generate(make_prompt(ex["text"]))) for ex in examples]
+    n_correct = sum(p == ex["label"] for p, ex in zip(predictions, examples))
+    n_unparsed = sum(parse(generate(make_prompt(ex["text"]))) is None for ex in examples)
+    return {"accuracy": n_correct / len(examples), "n": len(examples), "n_correct": n_correct,
+            "n_unparsed": n_unparsed, "predictions": predictions}
+'''
+
+_VOTE_ABSOLUTE_MAJORITY = '''def majority_vote(labels, abstain="INDETERMINADO"):
+    # wants more than half of the votes, not just more votes than every other label
+    labels = list(labels)
+    if not labels:
+        raise ValueError("no samples")
+    votes = [label for label in labels if label is not None]
+    counts = Counter(votes)
+    for label, n in counts.items():
+        if n > len(votes) / 2:
+            return label
+    return abstain
+'''
+
+VARIANTS_ISSUE17 = [
+    # Exercise 1
+    {"name": "few_shot_strips_texts",                   # .strip() on the query and the example texts/labels
+     "cells": {"ex1_few_shot": [("""parts.append(f'Texto: "{text}"\\nSentimento: {label}')""",
+                                 """parts.append(f'Texto: "{str(text).strip()}"\\nSentimento: {str(label).strip()}')"""),
+                                ("""parts.append(f'Texto: "{query}"\\nSentimento:')""",
+                                 """parts.append(f'Texto: "{query.strip()}"\\nSentimento:')""")]},
+     "loses": ["test_ex1_few_shot"]},
+    {"name": "few_shot_whitespace_label_accepted",      # `if not text or not label`: a label "  " passes
+     "cells": {"ex1_few_shot": [("if not str(text).strip() or not str(label).strip():", "if not text or not label:")]},
+     "loses": ["test_ex1_few_shot"]},
+    # Exercise 2
+    {"name": "normalize_word_chars_regex",              # \\w+ : digits and "_" glue onto the label
+     "cells": {"ex2_normalize": [('re.findall(r"[A-Z]+", plain)', 're.findall(r"\\w+", plain)')]},
+     "loses": ["test_ex2_normalize"]},
+    {"name": "normalize_word_boundary_regex",
+     "cells": {"ex2_normalize": _NORMALIZE_WORD_BOUNDARY},
+     "loses": ["test_ex2_normalize"]},
+    {"name": "normalize_split_and_strip_punctuation",
+     "cells": {"ex2_normalize": _NORMALIZE_SPLIT_STRIP},
+     "loses": ["test_ex2_normalize"]},
+    {"name": "normalize_label_named_once_only",         # a list, not a set: a label named twice gives None
+     "cells": {"ex2_normalize": [("found = {words_to_label[w] for w in re.findall(r\"[A-Z]+\", plain) if w in words_to_label}",
+                                  "found = [words_to_label[w] for w in re.findall(r\"[A-Z]+\", plain) if w in words_to_label]"),
+                                 ("return found.pop() if len(found) == 1 else None",
+                                  "return found[0] if len(found) == 1 else None")]},
+     "loses": ["test_ex2_normalize"]},
+    {"name": "normalize_majority_inside_answer",        # both labels named: the more frequent one wins
+     "cells": {"ex2_normalize": [("found = {words_to_label[w] for w in re.findall(r\"[A-Z]+\", plain) if w in words_to_label}",
+                                  "found = Counter(words_to_label[w] for w in re.findall(r\"[A-Z]+\", plain) if w in words_to_label)"),
+                                 ("return found.pop() if len(found) == 1 else None",
+                                  "ranked = found.most_common()\n    if not ranked or (len(ranked) > 1 and ranked[0][1] == ranked[1][1]):\n"
+                                  "        return None\n    return ranked[0][0]")]},
+     "loses": ["test_ex2_normalize"]},
+    {"name": "normalize_ascii_ignore",                  # encode('ascii', 'ignore') drops letters that are not accents
+     "cells": {"ex2_normalize": [('plain = "".join(c for c in decomposed if not unicodedata.combining(c)).upper()',
+                                  'plain = decomposed.encode("ascii", "ignore").decode("ascii").upper()')]},
+     "loses": ["test_ex2_normalize"]},
+    {"name": "normalize_lower_case",                    # lower-cases instead of upper-casing
+     "cells": {"ex2_normalize": [('plain = "".join(c for c in decomposed if not unicodedata.combining(c)).upper()',
+                                  'plain = "".join(c for c in decomposed if not unicodedata.combining(c)).lower()'),
+                                 ('re.findall(r"[A-Z]+", plain) if w in words_to_label',
+                                  're.findall(r"[a-z]+", plain) if w.upper() in words_to_label'),
+                                 ("found = {words_to_label[w] for w", "found = {words_to_label[w.upper()] for w")]},
+     "loses": ["test_ex2_normalize"]},
+    # Exercise 3
+    {"name": "vote_absolute_majority",
+     "cells": {"ex3_vote": _VOTE_ABSOLUTE_MAJORITY},
+     "loses": ["test_ex3_vote"]},
+    # Exercise 4
+    {"name": "harness_caches_repeated_prompts",
+     "cells": {"ex4_harness": _HARNESS_CACHED},
+     "loses": ["test_ex4_harness"]},
+    {"name": "harness_generates_twice",
+     "cells": {"ex4_harness": _HARNESS_GENERATE_TWICE},
+     "loses": ["test_ex4_harness"]},
+    {"name": "harness_unparsed_means_not_a_label",      # counts any prediction outside the labels as unparsed
+     "cells": {"ex4_harness": [('"n_unparsed": sum(p is None for p in predictions)',
+                                '"n_unparsed": sum(p not in {ex["label"] for ex in examples} for p in predictions)')]},
+     "loses": ["test_ex4_harness"]},
+]
+VARIANTS += VARIANTS_ISSUE17

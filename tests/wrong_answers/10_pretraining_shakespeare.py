@@ -92,3 +92,70 @@ VARIANTS = [
      "cells": {"ex3_train_step": [("    model.train()\n", "")]},
      "loses": ["test_ex3_train_step"]},
 ]
+
+_STEP_RESTORES_MODE = '''def train_step(model, optimizer, x, y, max_norm=1.0):
+    # trains in training mode, then puts back the caller's mode (the docstring says: leave it in training mode)
+    if x.shape != y.shape:
+        raise ValueError("x and y must have the same shape")
+    if not max_norm > 0:
+        raise ValueError("max_norm must be > 0")
+    was_training = model.training
+    model.train()
+    logits = model(x)
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+    optimizer.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    model.train(was_training)
+    return loss.item()
+'''
+
+VARIANTS_ISSUE17 = [
+    # Exercise 1: the batch sampler
+    {"name": "batch_fresh_generator_when_none",           # generator=None: a new torch.Generator() (always the same seed)
+     "cells": {"ex1_get_batch": [("    starts = torch.randint(",
+                                  "    if generator is None:\n        generator = torch.Generator()\n    starts = torch.randint(")]},
+     "loses": ["test_ex1_get_batch"]},
+    {"name": "batch_checks_only_zero_sizes",              # block_size == 0 / batch_size == 0, negatives slip through
+     "cells": {"ex1_get_batch": [("if block_size < 1 or batch_size < 1:", "if block_size == 0 or batch_size == 0:")]},
+     "loses": ["test_ex1_get_batch"]},
+    {"name": "batch_rounded_uniform_offsets",             # round(u * (N - T - 1)): first and last offsets half as likely
+     "cells": {"ex1_get_batch": [("starts = torch.randint(len(data) - block_size, (batch_size,), generator=generator)",
+                                  "starts = (torch.rand(batch_size, generator=generator) * (len(data) - block_size - 1)).round().long()")]},
+     "loses": ["test_ex1_get_batch"]},
+    # Exercise 2: causal self-attention
+    {"name": "attention_dropout_on_head_outputs",         # dropout on the concatenated heads, before out_proj
+     "cells": {"ex2_attention": [("weights = self.attn_drop(", "weights = ("),
+                                 ("        return self.out_proj(out)\n", "        return self.out_proj(self.attn_drop(out))\n")]},
+     "loses": ["test_ex2_attention"]},
+    {"name": "attention_dropout_on_values",
+     "cells": {"ex2_attention": [("weights = self.attn_drop(", "weights = ("),
+                                 ("out = (weights @ v)", "out = (weights @ self.attn_drop(v))")]},
+     "loses": ["test_ex2_attention"]},
+    {"name": "attention_dropout_on_scores",               # dropout before the softmax
+     "cells": {"ex2_attention": [("weights = self.attn_drop(scores.masked_fill(future, float(\"-inf\")).softmax(dim=-1))",
+                                  "weights = self.attn_drop(scores).masked_fill(future, float(\"-inf\")).softmax(dim=-1)")]},
+     "loses": ["test_ex2_attention"]},
+    {"name": "attention_dropout_hard_coded",              # the chapter's 0.2, whatever `dropout` says
+     "cells": {"ex2_attention": [("self.attn_drop = nn.Dropout(dropout)", "self.attn_drop = nn.Dropout(0.2)")]},
+     "loses": ["test_ex2_attention"]},
+    {"name": "attention_dropout_mask_not_rescaled",       # a hand-made mask without the 1 / (1 - p)
+     "cells": {"ex2_attention": [("weights = self.attn_drop(scores.masked_fill(future, float(\"-inf\")).softmax(dim=-1))",
+                                  "weights = scores.masked_fill(future, float(\"-inf\")).softmax(dim=-1)\n"
+                                  "        if self.training:\n"
+                                  "            weights = weights * (torch.rand_like(weights) >= self.attn_drop.p)")]},
+     "loses": ["test_ex2_attention"]},
+    # Exercise 3: the training step
+    {"name": "step_restores_callers_mode",
+     "cells": {"ex3_train_step": _STEP_RESTORES_MODE},
+     "loses": ["test_ex3_train_step"]},
+    {"name": "step_checks_element_count",                 # x.numel() != y.numel(): a (5, 3) / (3, 5) pair slips through
+     "cells": {"ex3_train_step": [("if x.shape != y.shape:", "if x.numel() != y.numel():")]},
+     "loses": ["test_ex3_train_step"]},
+    {"name": "step_clips_each_parameter",                 # per-tensor norms instead of the global norm
+     "cells": {"ex3_train_step": [("torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)",
+                                   "[torch.nn.utils.clip_grad_norm_([p], max_norm) for p in model.parameters()]")]},
+     "loses": ["test_ex3_train_step"]},
+]
+VARIANTS += VARIANTS_ISSUE17

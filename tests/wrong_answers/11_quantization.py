@@ -106,3 +106,52 @@ VARIANTS = [
      "cells": {"ex4_q4_1": _Q4_1_VIA_GGUF},
      "loses": ["test_ex4_q4_1"]},
 ]
+
+VARIANTS += [
+    # Exercise 1: rounding and precision rules the text states
+    {"name": "sym_round_half_away_from_zero",        # the school rule: 2.5 -> 3
+     "cells": {"ex1_symmetric": [("torch.round(w.float() / delta)",
+                                  "(torch.sign(w.float() / delta) * torch.floor((w.float() / delta).abs() + 0.5))")]},
+     "loses": ["test_ex1_symmetric"]},
+    {"name": "sym_multiply_by_L_over_alpha",          # w * (L / alpha) instead of w / delta
+     "cells": {"ex1_symmetric": [("torch.round(w.float() / delta)", "torch.round(w.float() * (L / float(alpha) if alpha > 0 else 1.0))")]},
+     "loses": ["test_ex1_symmetric"]},
+    {"name": "sym_16bit_arithmetic",                  # divides in the input's dtype, converts at the end
+     "cells": {"ex1_symmetric": [("torch.round(w.float() / delta)", "torch.round(w / delta).float()")]},
+     "loses": ["test_ex1_symmetric"]},
+    {"name": "sym_delta_eps_when_absmax_zero",        # guards the division with an epsilon instead of delta = 1
+     "cells": {"ex1_symmetric": [("delta = float(alpha) / L if alpha > 0 else 1.0", "delta = max(float(alpha), 1e-8) / L")]},
+     "loses": ["test_ex1_symmetric"]},
+    {"name": "sym_divides_input_in_place",            # w.float() is w itself for a float32 w
+     "cells": {"ex1_symmetric": [("torch.round(w.float() / delta)", "torch.round(w.float().div_(delta))")]},
+     "loses": ["test_ex1_symmetric"]},
+    # Exercise 2
+    {"name": "blockwise_divide_then_multiply",        # x / absmax * L: the text insists on x * (L / absmax)
+     "cells": {"ex2_blockwise": [("q = torch.round(blocks * scale[:, None]).to(torch.int8)",
+                                  "q = torch.round(blocks / absmax.clamp(min=1e-38)[:, None] * L).to(torch.int8)")]},
+     "loses": ["test_ex2_blockwise"]},
+    {"name": "blockwise_round_half_away_from_zero",
+     "cells": {"ex2_blockwise": [("q = torch.round(blocks * scale[:, None]).to(torch.int8)",
+                                  "v = blocks * scale[:, None]\n    q = (torch.sign(v) * torch.floor(v.abs() + 0.5)).to(torch.int8)")]},
+     "loses": ["test_ex2_blockwise"]},
+    {"name": "blockwise_returns_clamped_absmax",      # a zero block reports absmax 1e-12, not 0
+     "cells": {"ex2_blockwise": [("absmax = blocks.abs().max(dim=1).values", "absmax = blocks.abs().max(dim=1).values.clamp(min=1e-12)")]},
+     "loses": ["test_ex2_blockwise"]},
+    # Exercise 3
+    {"name": "nf4_divide_by_absmax",                  # x / absmax: the text insists on x * (1 / absmax)
+     "cells": {"ex3_nf4": [("blocks * (1.0 / absmax.clamp(min=1e-38))[:, None]", "blocks / absmax.clamp(min=1e-38)[:, None]")]},
+     "loses": ["test_ex3_nf4"]},
+    {"name": "nf4_no_even_check",                     # an odd blocksize that divides n is accepted
+     "cells": {"ex3_nf4": [("blocksize < 2 or blocksize % 2 or n % blocksize", "blocksize < 2 or n % blocksize")]},
+     "loses": ["test_ex3_nf4"]},
+    {"name": "nf4_no_minimum_blocksize",              # blocksize 1 or -2 slips through the checks
+     "cells": {"ex3_nf4": [("blocksize < 2 or blocksize % 2 or n % blocksize", "blocksize == 0 or n % blocksize or n % 2")]},
+     "loses": ["test_ex3_nf4"]},
+    {"name": "nf4_packed_shape_like_bitsandbytes",    # (n // 2, 1), as bitsandbytes returns it
+     "cells": {"ex3_nf4": [("return packed, absmax", "return packed.reshape(-1, 1), absmax")]},
+     "loses": ["test_ex3_nf4"]},
+    {"name": "nf4_16bit_scaling",                     # absmax in float32, but s = x * (1 / absmax) in the input's dtype
+     "cells": {"ex3_nf4": [("s = torch.clamp(blocks * (1.0 / absmax.clamp(min=1e-38))[:, None], -1, 1).reshape(-1)",
+                            "s = torch.clamp(x.reshape(-1, blocksize) * (1.0 / absmax.clamp(min=1e-38))[:, None].to(x.dtype), -1, 1).reshape(-1).float()")]},
+     "loses": ["test_ex3_nf4"]},
+]

@@ -86,3 +86,50 @@ VARIANTS = [
     {"name": "count_state_dict_ties_twice", "cells": {"ex3_count_trainable": _COUNT_STATE_DICT},
      "loses": ["test_ex3_count_trainable"]},
 ]
+
+_LOSS_LOG_OF_SOFTMAX = '''def masked_lm_loss(logits, input_ids, prompt_lengths, attention_mask=None):
+    # -log of the softmax probability, gathered by hand: inf when a logit is far ahead of the target's
+    Bsz, T = input_ids.shape
+    plen = torch.as_tensor(prompt_lengths).reshape(-1)
+    lengths = attention_mask.sum(dim=1) if attention_mask is not None else torch.full((Bsz,), T)
+    if (plen < 0).any() or (plen >= lengths).any():
+        raise ValueError("bad prompt lengths")
+    pos = torch.arange(T)[None, :]
+    is_target = ((pos >= plen[:, None]) & (pos < lengths[:, None]))[:, 1:]
+    p = torch.softmax(logits[:, :-1].float(), dim=-1)
+    nll = -torch.log(p.gather(-1, input_ids[:, 1:, None]).squeeze(-1))
+    return nll[is_target].mean()
+'''
+
+_COUNT_PER_MODULE = '''def count_trainable(model):
+    # walks the modules: a tensor shared by two modules (tied embedding / lm_head) is counted twice
+    params = [p for m in model.modules() for p in m.parameters(recurse=False)]
+    return sum(p.numel() for p in params if p.requires_grad), sum(p.numel() for p in params)
+'''
+
+VARIANTS += [
+    {"name": "lora_scaling_floor_division",         # alpha // r: an int, 0 when alpha < r
+     "cells": {"ex1_lora_linear": [("self.scaling = alpha / r", "self.scaling = alpha // r")]},
+     "loses": ["test_ex1_lora_init", "test_ex1_lora_vs_peft"]},
+    {"name": "lora_A_kaiming_default_a",            # kaiming_uniform_ with a=0: bound sqrt(6 / in), 2.45x too wide
+     "cells": {"ex1_lora_linear": [("nn.init.kaiming_uniform_(self.A, a=math.sqrt(5))", "nn.init.kaiming_uniform_(self.A)")]},
+     "loses": ["test_ex1_lora_init"]},
+    {"name": "lora_A_bound_from_rank",              # U(-1/sqrt(r), 1/sqrt(r)): the fan of the wrong side
+     "cells": {"ex1_lora_linear": [("nn.init.kaiming_uniform_(self.A, a=math.sqrt(5))",
+                                    "nn.init.uniform_(self.A, -1 / math.sqrt(r), 1 / math.sqrt(r))")]},
+     "loses": ["test_ex1_lora_init"]},
+    {"name": "loss_rejects_single_response_token",  # off by one at the boundary: one response token is enough
+     "cells": {"ex2_masked_loss": [("(plen >= lengths).any()", "(plen >= lengths - 1).any()")]},
+     "loses": ["test_ex2_masked_loss"]},
+    {"name": "loss_length_check_only_with_mask",    # no ValueError for an all-prompt row when attention_mask is None
+     "cells": {"ex2_masked_loss": [("(plen >= lengths).any()", "(attention_mask is not None and (plen >= lengths).any())")]},
+     "loses": ["test_ex2_masked_loss"]},
+    {"name": "loss_log_of_softmax", "cells": {"ex2_masked_loss": _LOSS_LOG_OF_SOFTMAX},
+     "loses": ["test_ex2_masked_loss"]},
+    {"name": "loss_labels_written_into_input_ids",  # masked_fill_ on input_ids: the caller's ids become -100
+     "cells": {"ex2_masked_loss": [("labels = input_ids.masked_fill(~is_target, -100)",
+                                    "labels = input_ids.masked_fill_(~is_target, -100)")]},
+     "loses": ["test_ex2_masked_loss"]},
+    {"name": "count_per_module_ties_twice", "cells": {"ex3_count_trainable": _COUNT_PER_MODULE},
+     "loses": ["test_ex3_count_trainable"]},
+]

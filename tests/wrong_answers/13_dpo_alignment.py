@@ -60,6 +60,145 @@ _NGRAM_FIXED_8 = '''def ngram_overlap(benchmark, training, n=8):
     return len(bench & grams(training)) / len(bench)
 '''
 
+_SLP_LOOP_FROM_FIRST = '''def sequence_logprobs(logits, input_ids, completion_mask):
+    # a loop over the completion positions t, scoring token t with logits[t - 1]: at t = 0 (a prompt
+    # of length 0) logits[-1] wraps around to the last position
+    if logits.dim() != 3 or input_ids.shape != logits.shape[:2] or completion_mask.shape != input_ids.shape:
+        raise ValueError("shape mismatch")
+    if (completion_mask[:, 1:].sum(dim=-1) == 0).any():
+        raise ValueError("empty completion")
+    logp = torch.log_softmax(logits.to(torch.float32), dim=-1)
+    out = torch.zeros(logits.shape[0], dtype=torch.float32)
+    for b in range(logits.shape[0]):
+        for t in range(logits.shape[1]):
+            if completion_mask[b, t]:
+                out[b] += logp[b, t - 1, input_ids[b, t]]
+    return out
+'''
+
+_SLP_LOGSUMEXP_NO_SHIFT = '''def sequence_logprobs(logits, input_ids, completion_mask):
+    # log-softmax by hand, without subtracting the max: exp overflows when a logit is large
+    if logits.dim() != 3 or input_ids.shape != logits.shape[:2] or completion_mask.shape != input_ids.shape:
+        raise ValueError("shape mismatch")
+    mask = completion_mask[:, 1:].bool()
+    if (mask.sum(dim=-1) == 0).any():
+        raise ValueError("empty completion")
+    lg = logits[:, :-1].to(torch.float32)
+    logp = lg - lg.exp().sum(dim=-1, keepdim=True).log()
+    token_logp = logp.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    return torch.where(mask, token_logp, torch.zeros_like(token_logp)).sum(dim=-1)
+'''
+
+_SLP_SHIFT_IN_PLACE = '''def sequence_logprobs(logits, input_ids, completion_mask):
+    # a stable log-softmax by hand that subtracts the max from the caller's logits in place
+    if logits.dim() != 3 or input_ids.shape != logits.shape[:2] or completion_mask.shape != input_ids.shape:
+        raise ValueError("shape mismatch")
+    mask = completion_mask[:, 1:].bool()
+    if (mask.sum(dim=-1) == 0).any():
+        raise ValueError("empty completion")
+    logits -= logits.max(dim=-1, keepdim=True).values
+    lg = logits[:, :-1].to(torch.float32)
+    logp = lg - lg.exp().sum(dim=-1, keepdim=True).log()
+    token_logp = logp.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    return torch.where(mask, token_logp, torch.zeros_like(token_logp)).sum(dim=-1)
+'''
+
+_SLP_BATCH_ONLY_SHAPES = '''def sequence_logprobs(logits, input_ids, completion_mask):
+    # checks the batch sizes only; a mismatch in T is not refused
+    if not (logits.shape[0] == input_ids.shape[0] == completion_mask.shape[0]):
+        raise ValueError("batch sizes differ")
+    T = input_ids.shape[1]
+    mask = completion_mask[:, 1:].bool()
+    if (mask.sum(dim=-1) == 0).any():
+        raise ValueError("empty completion")
+    logp = torch.log_softmax(logits[:, :T - 1].to(torch.float32), dim=-1)
+    token_logp = logp.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    return torch.where(mask, token_logp, torch.zeros_like(token_logp)).sum(dim=-1)
+'''
+
+_DPO_SHAPES_EQUAL_ONLY = '''def dpo_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta=0.1):
+    # checks that the four shapes are equal, not that they are (B,)
+    if not beta > 0:
+        raise ValueError("beta must be > 0")
+    if not (policy_chosen.shape == policy_rejected.shape == ref_chosen.shape == ref_rejected.shape):
+        raise ValueError("shape mismatch")
+    c = beta * (policy_chosen - ref_chosen)
+    r = beta * (policy_rejected - ref_rejected)
+    return -F.logsigmoid(c - r).mean(), c, r, c - r
+'''
+
+_DPO_POLICY_PAIR_ONLY = '''def dpo_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta=0.1):
+    # compares the policy pair's shapes only; a (1,) reference broadcasts silently
+    if not beta > 0:
+        raise ValueError("beta must be > 0")
+    if policy_chosen.dim() != 1 or policy_chosen.shape != policy_rejected.shape:
+        raise ValueError("shape mismatch")
+    c = beta * (policy_chosen - ref_chosen)
+    r = beta * (policy_rejected - ref_rejected)
+    return -F.logsigmoid(c - r).mean(), c, r, c - r
+'''
+
+_ADV_ONLY_1D_CHECK = '''def group_advantages(rewards, eps=1e-4):
+    # refuses fewer than 2 dimensions, but not 3-D input
+    if rewards.dim() < 2 or rewards.shape[1] < 2:
+        raise ValueError("rewards must be (num_groups, G) with G >= 2")
+    mean = rewards.mean(dim=1, keepdim=True)
+    std = rewards.std(dim=1, keepdim=True)
+    return (rewards - mean) / (std + eps)
+'''
+
+
+_NGRAM_RE_SPLIT = '''def ngram_overlap(benchmark, training, n=8):
+    # re.split on whitespace runs: leading/trailing whitespace gives empty words
+    import re
+    if n < 1:
+        raise ValueError("n must be >= 1")
+    def grams(text):
+        words = re.split(r"\\s+", text.lower())
+        return {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
+    bench = grams(benchmark)
+    if not bench:
+        raise ValueError("benchmark too short")
+    return len(bench & grams(training)) / len(bench)
+'''
+
+_NGRAM_JOINED = '''def ngram_overlap(benchmark, training, n=8):
+    # n-grams as the words glued into one string
+    if n < 1:
+        raise ValueError("n must be >= 1")
+    def grams(text):
+        words = text.lower().split()
+        return {"".join(words[i:i + n]) for i in range(len(words) - n + 1)}
+    bench = grams(benchmark)
+    if not bench:
+        raise ValueError("benchmark too short")
+    return len(bench & grams(training)) / len(bench)
+'''
+
+_NGRAM_COUNT_WITH_SPLIT_SPACE = '''def ngram_overlap(benchmark, training, n=8):
+    # counts the benchmark's words with split(" ") for the check: a blank benchmark is not refused
+    if n < 1 or len(benchmark.split(" ")) < n:
+        raise ValueError("n must be >= 1 and the benchmark must have n words")
+    def grams(text):
+        words = text.lower().split()
+        return {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
+    bench = grams(benchmark)
+    return len(bench & grams(training)) / len(bench)
+'''
+
+_NGRAM_SHORT_TRAINING_RAISES = '''def ngram_overlap(benchmark, training, n=8):
+    # refuses a training text shorter than n words too
+    if n < 1:
+        raise ValueError("n must be >= 1")
+    def grams(text):
+        words = text.lower().split()
+        if len(words) < n:
+            raise ValueError("text has fewer than n words")
+        return {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
+    bench = grams(benchmark)
+    return len(bench & grams(training)) / len(bench)
+'''
+
 VARIANTS = [
     # Exercise 1: sequence log-probs
     {"name": "slp_mean_instead_of_sum",
@@ -82,6 +221,30 @@ VARIANTS = [
     {"name": "slp_keeps_logits_dtype",
      "cells": {"ex1_sequence_logprobs": [("logits[:, :-1].to(torch.float32)", "logits[:, :-1]"),
                                          ("mask = completion_mask[:, 1:].to(torch.float32)", "mask = completion_mask[:, 1:].to(logits.dtype)")]},
+     "loses": ["test_ex1_sequence_logprobs"]},
+    # issue 17: a prompt of length 0, a logit far ahead, 16/64-bit logits, per-row empty check, T mismatches
+    {"name": "slp_loop_wraps_at_position_0", "cells": {"ex1_sequence_logprobs": _SLP_LOOP_FROM_FIRST},
+     "loses": ["test_ex1_sequence_logprobs"]},
+    {"name": "slp_log_of_softmax",
+     "cells": {"ex1_sequence_logprobs": [("logp = torch.log_softmax(logits[:, :-1].to(torch.float32), dim=-1)",
+                                          "logp = torch.log(torch.softmax(logits[:, :-1].to(torch.float32), dim=-1))")]},
+     "loses": ["test_ex1_sequence_logprobs"]},
+    {"name": "slp_logsumexp_without_max_shift", "cells": {"ex1_sequence_logprobs": _SLP_LOGSUMEXP_NO_SHIFT},
+     "loses": ["test_ex1_sequence_logprobs"]},
+    {"name": "slp_shifts_logits_in_place", "cells": {"ex1_sequence_logprobs": _SLP_SHIFT_IN_PLACE},
+     "loses": ["test_ex1_sequence_logprobs"]},
+    {"name": "slp_log_softmax_in_16_bit_then_float",
+     "cells": {"ex1_sequence_logprobs": [("logp = torch.log_softmax(logits[:, :-1].to(torch.float32), dim=-1)",
+                                          "logp = torch.log_softmax(logits[:, :-1], dim=-1).to(torch.float32)")]},
+     "loses": ["test_ex1_sequence_logprobs"]},
+    {"name": "slp_keeps_float64",            # "float32 or better": float64 logits give a float64 result
+     "cells": {"ex1_sequence_logprobs": [("logits[:, :-1].to(torch.float32)",
+                                          "logits[:, :-1].to(torch.promote_types(logits.dtype, torch.float32))")]},
+     "loses": ["test_ex1_sequence_logprobs"]},
+    {"name": "slp_empty_check_whole_batch",
+     "cells": {"ex1_sequence_logprobs": [("if (mask.sum(dim=-1) == 0).any():", "if mask.sum() == 0:")]},
+     "loses": ["test_ex1_sequence_logprobs"]},
+    {"name": "slp_checks_batch_sizes_only", "cells": {"ex1_sequence_logprobs": _SLP_BATCH_ONLY_SHAPES},
      "loses": ["test_ex1_sequence_logprobs"]},
     # Exercise 2: DPO loss
     {"name": "dpo_rewards_without_beta",
@@ -106,6 +269,51 @@ VARIANTS = [
      "cells": {"ex2_dpo_loss": [("chosen_rewards = beta * (policy_chosen - ref_chosen)",
                                  "chosen_rewards = beta * policy_chosen.sub_(ref_chosen)")]},
      "loses": ["test_ex2_dpo_loss"]},
+    # issue 17: beta and reference clauses at non-default values, shapes (B,) without broadcasting
+    {"name": "dpo_ignores_reference",         # Book §8.2.2's formula: policy log-probs only
+     "cells": {"ex2_dpo_loss": [("chosen_rewards = beta * (policy_chosen - ref_chosen)", "chosen_rewards = beta * policy_chosen"),
+                                ("rejected_rewards = beta * (policy_rejected - ref_rejected)",
+                                 "rejected_rewards = beta * policy_rejected")]},
+     "loses": ["test_ex2_dpo_loss"]},
+    {"name": "dpo_margin_without_reference",   # rewards right, but the margin from the policy alone
+     "cells": {"ex2_dpo_loss": [("margins = chosen_rewards - rejected_rewards", "margins = beta * (policy_chosen - policy_rejected)")]},
+     "loses": ["test_ex2_dpo_loss"]},
+    {"name": "dpo_swapped_references",
+     "cells": {"ex2_dpo_loss": [("chosen_rewards = beta * (policy_chosen - ref_chosen)", "chosen_rewards = beta * (policy_chosen - ref_rejected)"),
+                                ("rejected_rewards = beta * (policy_rejected - ref_rejected)",
+                                 "rejected_rewards = beta * (policy_rejected - ref_chosen)")]},
+     "loses": ["test_ex2_dpo_loss"]},
+    {"name": "dpo_beta_fixed_at_0_1",
+     "cells": {"ex2_dpo_loss": [("chosen_rewards = beta * (policy_chosen - ref_chosen)", "chosen_rewards = 0.1 * (policy_chosen - ref_chosen)"),
+                                ("rejected_rewards = beta * (policy_rejected - ref_rejected)",
+                                 "rejected_rewards = 0.1 * (policy_rejected - ref_rejected)")]},
+     "loses": ["test_ex2_dpo_loss"]},
+    {"name": "dpo_beta_in_loss_only",          # rewards without beta, beta applied inside the sigmoid
+     "cells": {"ex2_dpo_loss": [("chosen_rewards = beta * (policy_chosen - ref_chosen)", "chosen_rewards = policy_chosen - ref_chosen"),
+                                ("rejected_rewards = beta * (policy_rejected - ref_rejected)",
+                                 "rejected_rewards = policy_rejected - ref_rejected"),
+                                ("loss = -F.logsigmoid(margins).mean()", "loss = -F.logsigmoid(beta * margins).mean()\n    margins = beta * margins")]},
+     "loses": ["test_ex2_dpo_loss"]},
+    {"name": "dpo_log1p_exp",                  # softplus by hand: exp(5000) overflows
+     "cells": {"ex2_dpo_loss": [("loss = -F.logsigmoid(margins).mean()", "loss = torch.log1p(torch.exp(-margins)).mean()")]},
+     "loses": ["test_ex2_dpo_loss"]},
+    {"name": "dpo_loss_as_python_float",
+     "cells": {"ex2_dpo_loss": [("loss = -F.logsigmoid(margins).mean()", "loss = -F.logsigmoid(margins).mean().item()")]},
+     "loses": ["test_ex2_dpo_loss"]},
+    {"name": "dpo_outputs_in_float32",
+     "cells": {"ex2_dpo_loss": [("chosen_rewards = beta * (policy_chosen - ref_chosen)",
+                                 "policy_chosen, policy_rejected, ref_chosen, ref_rejected = (t.float() for t in "
+                                 "(policy_chosen, policy_rejected, ref_chosen, ref_rejected))\n    "
+                                 "chosen_rewards = beta * (policy_chosen - ref_chosen)")]},
+     "loses": ["test_ex2_dpo_loss"]},
+    {"name": "dpo_refuses_negative_beta_only",
+     "cells": {"ex2_dpo_loss": [("    if not beta > 0:\n        raise ValueError", "    if beta < 0:\n        raise ValueError")]},
+     "loses": ["test_ex2_dpo_loss"]},
+    {"name": "dpo_refuses_zero_beta_only",
+     "cells": {"ex2_dpo_loss": [("    if not beta > 0:\n        raise ValueError", "    if beta == 0:\n        raise ValueError")]},
+     "loses": ["test_ex2_dpo_loss"]},
+    {"name": "dpo_shapes_equal_not_1d", "cells": {"ex2_dpo_loss": _DPO_SHAPES_EQUAL_ONLY}, "loses": ["test_ex2_dpo_loss"]},
+    {"name": "dpo_checks_policy_pair_only", "cells": {"ex2_dpo_loss": _DPO_POLICY_PAIR_ONLY}, "loses": ["test_ex2_dpo_loss"]},
     # Exercise 3: GRPO advantages
     {"name": "adv_population_std",
      "cells": {"ex3_group_advantages": [("unbiased=True", "unbiased=False")]},
@@ -121,6 +329,24 @@ VARIANTS = [
     {"name": "adv_normalises_in_place",         # right values, but the rewards are overwritten
      "cells": {"ex3_group_advantages": [("return (rewards - mean) / (std + eps)", "return rewards.sub_(mean).div_(std + eps)")]},
      "loses": ["test_ex3_group_advantages"]},
+    # issue 17: eps on the std, dtype, 3-D and G = 0 refused, square inputs
+    {"name": "adv_eps_inside_sqrt",
+     "cells": {"ex3_group_advantages": [("std = rewards.std(dim=1, keepdim=True, unbiased=True)",
+                                         "std = (rewards.var(dim=1, keepdim=True, unbiased=True) + eps).sqrt() - eps")]},
+     "loses": ["test_ex3_group_advantages"]},
+    {"name": "adv_std_floored_at_eps",
+     "cells": {"ex3_group_advantages": [("return (rewards - mean) / (std + eps)", "return (rewards - mean) / std.clamp_min(eps)")]},
+     "loses": ["test_ex3_group_advantages"]},
+    {"name": "adv_returns_float32",
+     "cells": {"ex3_group_advantages": [("return (rewards - mean) / (std + eps)", "return ((rewards - mean) / (std + eps)).float()")]},
+     "loses": ["test_ex3_group_advantages"]},
+    {"name": "adv_accepts_3d", "cells": {"ex3_group_advantages": _ADV_ONLY_1D_CHECK}, "loses": ["test_ex3_group_advantages"]},
+    {"name": "adv_refuses_g_1_only",
+     "cells": {"ex3_group_advantages": [("rewards.shape[1] < 2", "rewards.shape[1] == 1")]},
+     "loses": ["test_ex3_group_advantages"]},
+    {"name": "adv_std_without_keepdim",        # (1, G) / (1,) broadcasts right; a square batch divides by columns
+     "cells": {"ex3_group_advantages": [("std = rewards.std(dim=1, keepdim=True, unbiased=True)", "std = rewards.std(dim=1)")]},
+     "loses": ["test_ex3_group_advantages"]},
     # Exercise 4: contamination
     {"name": "ngram_characters", "cells": {"ex4_ngram_overlap": _NGRAM_CHARS}, "loses": ["test_ex4_ngram_overlap"]},
     {"name": "ngram_case_sensitive",
@@ -135,5 +361,26 @@ VARIANTS = [
                                       "return [tuple(words[i:i + n]) for i in range(len(words) - n + 1)]"),
                                      ("return len(bench & grams(training)) / len(bench)",
                                       "t = set(grams(training))\n    return sum(g in t for g in bench) / len(bench)")]},
+     "loses": ["test_ex4_ngram_overlap"]},
+    # issue 17: negative n, exactly n words, blank benchmark, short training text, Unicode and whitespace
+    {"name": "ngram_refuses_zero_n_only",
+     "cells": {"ex4_ngram_overlap": [("if n < 1:", "if n == 0:")]},
+     "loses": ["test_ex4_ngram_overlap"]},
+    {"name": "ngram_refuses_exactly_n_words",
+     "cells": {"ex4_ngram_overlap": [("    bench = grams(benchmark)\n    if not bench:",
+                                      "    bench = grams(benchmark)\n    if len(benchmark.split()) <= n:")]},
+     "loses": ["test_ex4_ngram_overlap"]},
+    {"name": "ngram_re_split_whitespace", "cells": {"ex4_ngram_overlap": _NGRAM_RE_SPLIT}, "loses": ["test_ex4_ngram_overlap"]},
+    {"name": "ngram_casefold",
+     "cells": {"ex4_ngram_overlap": [("words = text.lower().split()", "words = text.casefold().split()")]},
+     "loses": ["test_ex4_ngram_overlap"]},
+    {"name": "ngram_joined_strings", "cells": {"ex4_ngram_overlap": _NGRAM_JOINED}, "loses": ["test_ex4_ngram_overlap"]},
+    {"name": "ngram_jaccard",
+     "cells": {"ex4_ngram_overlap": [("return len(bench & grams(training)) / len(bench)",
+                                      "return len(bench & grams(training)) / len(bench | grams(training))")]},
+     "loses": ["test_ex4_ngram_overlap"]},
+    {"name": "ngram_blank_benchmark_not_refused", "cells": {"ex4_ngram_overlap": _NGRAM_COUNT_WITH_SPLIT_SPACE},
+     "loses": ["test_ex4_ngram_overlap"]},
+    {"name": "ngram_short_training_raises", "cells": {"ex4_ngram_overlap": _NGRAM_SHORT_TRAINING_RAISES},
      "loses": ["test_ex4_ngram_overlap"]},
 ]
