@@ -9,8 +9,8 @@ Two checks, run on every chapter by ``tests/test_claims.py``:
   ``0.669``; ``2.568`` is not backed by ``2.57``). A number that comes from elsewhere — the
   book, another machine, a paper — is marked as a quote and then not checked:
 
-  - a blockquote line (``> …``) or a line that says where it is from (``Book §``, ``(book``,
-    ``quoted``, ``measured on``, ``the book's``, ``H100``, ``[source``),
+  - a blockquote line (``> …``) or a sentence that says where it is from (``Book §``, ``the book``,
+    ``quoted``, ``measured on``, ``H100``/``T4``/``A100``, ``[source``),
   - or an inline marker right after it: ``1.06 s[^q]`` / ``(quote)``.
 
   Numbers inside LaTeX (``$…$``), inline code and links are formulas, names and addresses, not
@@ -31,27 +31,33 @@ OUT_NUMBER = re.compile(r"[-−]?\d{1,3}(?:,\d{3})+(?:\.\d+)?|[-−]?\d+\.\d+(?:
 NOT_A_CLAIM_BEFORE = re.compile(r"(?:§|\bsections?\s|\bSections?\s|\bchapters?\s|\bversion\s|\bv|"
                                 r"\b(?:transformers|torch|trl|peft|nbgrader|bitsandbytes|Python|gguf|numpy)`?\s)$")
 SCALE_AFTER = re.compile(r"^\s*(?:(%)|(k|K)\b|(M)\b|(B|G)\b)")
-QUOTE_LINE = re.compile(r"^\s*>|book §|\(book|quoted|measured on|the book's|\bH100\b|\[source|\bseed\b §|"
-                        r"according to|reports?\b|the paper", re.I)
+QUOTE_LINE = re.compile(r"book §|\(book|quoted|measured on|\bthe book\b|\bthe book's|\b(?:H100|H200|A100|T4)\b|"
+                        r"\[source|\bseed\b §|according to|reports?\b|the paper", re.I)
 QUOTE_AFTER = re.compile(r"^\s*(?:[%×x]|s|ms|nats|bits|GB|GiB|MiB)?\s*(?:\[\^q\]|\(quote\))")
 SKIP_SPANS = re.compile(r"\$\$.*?\$\$|\$[^$\n]+\$|`[^`\n]*`|\]\([^)]*\)|https?://\S+", re.S)
+
+
+SENTENCE_END = re.compile(r"(?<=[.!?;])\s+(?=[A-Z*(\"'0-9])")
 
 
 def _md_numbers(text: str) -> list[tuple[str, Decimal]]:
     """``(number as written, scale)`` for the decimal numbers a markdown text quotes as claims.
 
-    Skips formulas, code, links, quote lines, headings' section numbers, sections and versions.
-    ``scale`` is what the unit after the number multiplies it by (``%`` 0.01, ``k``, ``M``, ``B``).
+    Works sentence by sentence: a sentence that says where its numbers come from (``QUOTE_LINE``)
+    is a quote; blockquote lines are quotes. Skips formulas, code, links, headings' section
+    numbers, sections and versions. ``scale`` is what the unit after the number multiplies it by
+    (``%`` 0.01, ``k``, ``M``, ``B``).
     """
     found: list[tuple[str, Decimal]] = []
-    for line in text.splitlines():
-        if QUOTE_LINE.search(line):
+    lines = [ln for ln in text.splitlines() if not ln.lstrip().startswith(">")]
+    lines = [re.sub(r"^\s*#+\s*[\d.]+", lambda m: " " * len(m.group(0)), ln) for ln in lines]   # "### 4.1 Title"
+    for sentence in SENTENCE_END.split(" ".join(lines)):
+        if QUOTE_LINE.search(sentence):
             continue
-        clean = SKIP_SPANS.sub(lambda m: " " * len(m.group(0)), line)
-        clean = re.sub(r"^\s*#+\s*[\d.]+", lambda m: " " * len(m.group(0)), clean)   # "### 4.1 Title"
+        clean = SKIP_SPANS.sub(lambda m: " " * len(m.group(0)), sentence)
         for m in NUMBER.finditer(clean):
             after = clean[m.end():]
-            if QUOTE_AFTER.match(after) or NOT_A_CLAIM_BEFORE.search(line[:m.start()]):
+            if QUOTE_AFTER.match(after) or NOT_A_CLAIM_BEFORE.search(sentence[:m.start()]):
                 continue
             u = SCALE_AFTER.match(after)
             scale = Decimal(1)
@@ -120,10 +126,10 @@ def unbacked_numbers(nb: Any) -> list[tuple[int, str, str]]:
     for i, cell in enumerate(nb.cells):
         if cell.cell_type != "markdown":
             continue
-        for line in cell.source.splitlines():
-            for num, scale in _md_numbers(line):
-                if not _matches(num, backing, scale):
-                    problems.append((i, num, line.strip()[:160]))
+        for num, scale in _md_numbers(cell.source):
+            if not _matches(num, backing, scale):
+                at = cell.source.find(num)
+                problems.append((i, num, cell.source[max(0, at - 80):at + 80].replace("\n", " ")))
     return problems
 
 

@@ -994,7 +994,7 @@ if not GRADING:
 # The book times one call with the cache and one without (Book §4.11.3): **1.1692 s vs 1.2143 s**
 # (3.7 %), cache measured first, no warm-up, unseeded sampling (the two runs need not even generate
 # the same number of tokens). That shows nothing: the first call pays one-off costs, and a single run
-# of either is noisier than 3.7 %. The authors' own companion run on a T4 even measured the cache
+# of either is noisier than the book's 3.7 %. The authors' own companion run on a T4 even measured the cache
 # *slower* (2.26 s vs 1.25 s).
 #
 # Here: the gpt2-small architecture (`need="size"`, the book's model size), greedy decoding with
@@ -1055,8 +1055,8 @@ if bench:
 # **Reading.** Without the cache, step $t$ pushes the whole prefix ($L + t$ tokens) through 12 blocks,
 # so the time grows with prompt length *and* quadratically-ish with generated length; with the cache
 # each step processes one token and only the prefill depends on $L$. On a CPU, where arithmetic
-# dominates, that is a large factor at long prompts (full mode on 2 cores, 32 new tokens, two runs:
-# 2.0× at an 8-token prompt, 4.5–5.0× at 128, 6.9–7.2× at 256). On a GPU a 124 M model with a short prompt is different: each step is
+# dominates, that is a large factor at long prompts (the table above, full mode on 2 cores, 32 new
+# tokens: 2.3× at an 8-token prompt, 5.6× at 128, 7.7× at 256). On a GPU a 124 M model with a short prompt is different: each step is
 # dominated by fixed per-step costs (Python, kernel launches), not arithmetic, so the cache gains
 # little — measured on an H100: 0.67 s vs 0.63 s for 120 tokens at prompt 8 (no gain), 0.66 s vs 0.94 s
 # at prompt 768. The book's "the gain grows with context" holds; its 1.17 vs 1.21 s cannot show it.
@@ -1070,7 +1070,7 @@ if bench:
 # Write your answer in the cell below (graded by hand; quote outputs of *your* notebook).
 
 # %% [markdown] nbgrader={"grade": true, "grade_id": "written_kv", "locked": false, "points": 1, "schema_version": 3, "solution": true, "task": false}
-# **Answer.** Full mode on 2 CPU cores, 32 new tokens: 2.0× at an 8-token prompt and ≈ 7× at 256 (CI
+# **Answer.** Full mode on 2 CPU cores, 32 new tokens: 2.3× at an 8-token prompt and 7.7× at 256 (CI
 # mode, 8 new tokens, prints a smaller gap: the prefill is a larger share of a short run); it grows with the prompt because without the cache every step
 # re-processes all $L + t$ tokens (cost ∝ $L$ per step) while with it a step costs one token plus
 # attention over the cache. The book timed one cold run per arm, cache first, unseeded sampling with

@@ -82,7 +82,9 @@ N_GPT2 = sum(p.numel() for p in gpt2_meta.parameters())
 N_MATRIX = sum(m.weight.numel() for m in gpt2_meta.transformer.h.modules() if isinstance(m, (Conv1D, nn.Linear)))
 N_REST = N_GPT2 - N_MATRIX
 MiB = 2 ** 20
-print(f"GPT-2 parameters: {N_GPT2:,}  (block matrices {N_MATRIX:,} = {100 * N_MATRIX / N_GPT2:.1f} %, rest {N_REST:,})")
+print(f"GPT-2 parameters: {N_GPT2:,}  (block matrices {N_MATRIX:,} = {100 * N_MATRIX / N_GPT2:.1f} %, "
+      f"rest {N_REST:,} = {100 * N_REST / N_GPT2:.1f} %, of which the token embeddings wte "
+      f"{gpt2_meta.transformer.wte.weight.numel():,})")
 BOOK_FP32_MB = 474.7                                     # Book §6.6
 fp32_mib = N_GPT2 * 4 / MiB
 print(f"FP32: {fp32_mib:.2f} MiB = {N_GPT2 * 4 / 1e6:.2f} MB  (book: {BOOK_FP32_MB} 'MB': the book's unit is MiB)")
