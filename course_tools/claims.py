@@ -25,6 +25,8 @@ import re
 from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
+from course_tools.references import _meta
+
 NUMBER = re.compile(r"(?<![\w.§/–-])[-−]?\d+\.\d+(?![\w.]*\d)")
 OUT_NUMBER = re.compile(r"[-−]?\d{1,3}(?:,\d{3})+(?:\.\d+)?|[-−]?\d+\.\d+(?:[eE][-+]?\d+)?|[-−]?\d+(?:[eE][-+]?\d+)?")
 # what a number right before says it is not a measured claim: a section, a version
@@ -131,10 +133,6 @@ def unbacked_numbers(nb: Any) -> list[tuple[int, str, str]]:
                 at = cell.source.find(num)
                 problems.append((i, num, cell.source[max(0, at - 80):at + 80].replace("\n", " ")))
     return problems
-
-
-def _meta(cell: Any) -> dict:
-    return cell.get("metadata", {}).get("nbgrader", {})
 
 
 def unasked_answers(student_nb: Any) -> list[str]:

@@ -40,27 +40,13 @@ from typing import Any
 import nbformat
 from nbformat.notebooknode import from_dict
 
-from course_tools.references import BEGIN_TESTS, END_TESTS, is_test_cell, records_by_cell, strip_reference_blocks
+from course_tools.references import _meta, hidden_region, is_test_cell, records_by_cell
 
 PROBE_RE = re.compile(r"^\s*### BEGIN PROBE WITHOUT\s+(.+?)\s*$")
 END_PROBE = "### END PROBE"
 PROBE_SUFFIX = "#probe"      # reference records of a probe block: refs[grade_id + PROBE_SUFFIX]
 IMPORTS_CELL = "imports"     # grade id of each chapter's imports cell
 SETUP_TAG = "probe-setup"    # a locked cell whose definitions the answers use (e.g. a table), run in the probe too
-
-
-def _meta(cell: Any) -> dict:
-    return cell.get("metadata", {}).get("nbgrader", {})
-
-
-def hidden_region(source: str) -> str:
-    """The hidden-test region of a test cell (markers excluded), reference blocks removed."""
-    lines = source.splitlines(keepends=True)
-    stripped = [ln.strip() for ln in lines]
-    if BEGIN_TESTS not in stripped or END_TESTS not in stripped:
-        return ""
-    b, e = stripped.index(BEGIN_TESTS), stripped.index(END_TESTS)
-    return strip_reference_blocks("".join(lines[b + 1:e]))
 
 
 def probe_blocks(source: str) -> tuple[list[str], str]:

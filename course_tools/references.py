@@ -68,6 +68,16 @@ def strip_reference_blocks(source: str) -> str:
     return split_reference_blocks(source)[0]
 
 
+def hidden_region(source: str) -> str:
+    """The hidden-test region of a test cell (markers excluded), reference blocks removed."""
+    lines = source.splitlines(keepends=True)
+    stripped = [ln.strip() for ln in lines]
+    if BEGIN_TESTS not in stripped or END_TESTS not in stripped:
+        return ""
+    b, e = stripped.index(BEGIN_TESTS), stripped.index(END_TESTS)
+    return strip_reference_blocks("".join(lines[b + 1:e]))
+
+
 def source_problems(source: str) -> list[str]:
     """What is wrong with a test cell's source under the record protocol (empty: nothing).
 
@@ -104,7 +114,7 @@ def source_problems(source: str) -> list[str]:
             inside_probe = opening
     if inside_probe:
         problems.append("a probe block is not closed")
-    hidden = strip_reference_blocks("\n".join(source.splitlines()[b + 1:e]))
+    hidden = hidden_region(source)
     if not _RECORD_CALL.search(hidden):
         problems.append("the hidden region records nothing outside its reference blocks (record(...))")
     return problems
@@ -205,8 +215,7 @@ def reference_records(source_nb: Path, course_root: Path, *, timeout: int = 600,
         from course_tools.probe import PROBE_SUFFIX, probe_reference, run_probe
         from course_utils.records import verify_cell
 
-        source = nbformat.read(source_nb, as_version=4)
-        probe_recs, probe_errors, plan = run_probe(source, source, source_nb.parent, config=config, log=log)
+        probe_recs, probe_errors, plan = run_probe(nb, nb, source_nb.parent, config=config, log=log)
         for gid in plan:
             got = json.loads(json.dumps(probe_recs.get(gid, [])))
             recs[gid + PROBE_SUFFIX] = probe_reference(recs[gid], got)
