@@ -17,7 +17,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 TEST_THREADS ?= 1
 TEST_ENV := HF_HUB_OFFLINE=1 LLM_COURSE_OFFLINE=1 LLM_COURSE_CI=1 TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS=$(TEST_THREADS)
 
-.PHONY: lab test install doctor release check-release selftest clean
+.PHONY: lab test install doctor solutions release check-release selftest clean
 
 $(PY):
 	@$(PYTHON) -c "import sys; sys.exit(0 if sys.version_info >= (3, 11) else 'The course needs Python >= 3.11 (found ' + sys.version.split()[0] + '): make PYTHON=python3.11 ...')"
@@ -49,6 +49,13 @@ test: $(STAMP)
 
 doctor: $(STAMP)
 	$(VENV)/bin/llm-course doctor
+
+# The committed outputs: every solution notebook executed in full mode (what a student's own run
+# shows, what the model answers quote), then the student notebooks regenerated. CHAPTERS=08_... for some.
+CHAPTERS ?=
+solutions: $(STAMP)
+	HF_HUB_OFFLINE=1 LLM_COURSE_OFFLINE=1 $(VENV)/bin/llm-course build --full $(CHAPTERS)
+	$(VENV)/bin/llm-course release --force $(CHAPTERS)
 
 release: $(STAMP)
 	$(VENV)/bin/llm-course release

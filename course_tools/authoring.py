@@ -25,6 +25,10 @@ import nbformat
 from course_utils.paths import repo_root
 
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+# Notebook metadata key stating which run produced the committed outputs ("full mode", "CI mode" or
+# "incomplete"): the committed solutions must hold full-mode outputs (tests/test_claims.py).
+OUTPUTS_KEY = "llm_course"
+FULL, CI, INCOMPLETE = "full mode", "CI mode", "incomplete"
 KEEP_CELL_KEYS = ("nbgrader", "tags", "deletable", "editable")
 # What the script keeps of the notebook: no notebook metadata (build() sets the kernelspec), and of
 # each cell only what nbgrader and nbval read. jupytext.toml states the same for JupyterLab.
@@ -48,10 +52,13 @@ def clean(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     Cell ids are the nbgrader ``grade_id`` where there is one, else ``cell-NNN`` by position, so
     a rebuild gives the same ids and nbgrader's ids are stable.
     """
+    stamp = nb.metadata.get(OUTPUTS_KEY)
     nb.metadata = nbformat.from_dict({
         "kernelspec": KERNELSPEC,
         "language_info": {"name": "python"},
     })
+    if stamp:
+        nb.metadata[OUTPUTS_KEY] = stamp
     for i, cell in enumerate(nb.cells):
         cell.metadata = nbformat.from_dict({k: v for k, v in cell.metadata.items() if k in KEEP_CELL_KEYS})
         gid = cell.metadata.get("nbgrader", {}).get("grade_id")
@@ -92,7 +99,13 @@ def execute(path: Path, timeout: int = 600, ci: bool = True) -> None:
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
                             resources={"metadata": {"path": str(path.parent)}})
     client.execute()
+    nb.metadata[OUTPUTS_KEY] = {"outputs": CI if ci else FULL}
     nbformat.write(clean(nb), path)
+
+
+def outputs_mode(nb: nbformat.NotebookNode) -> str | None:
+    """Which run produced a built notebook's outputs: ``"full mode"``, ``"CI mode"``, ``"incomplete"``."""
+    return nb.metadata.get(OUTPUTS_KEY, {}).get("outputs")
 
 
 def build(chapter: str, run: bool = True, ci: bool = True, root: Path | None = None) -> Path:
@@ -101,7 +114,8 @@ def build(chapter: str, run: bool = True, ci: bool = True, root: Path | None = N
     Without ``run``, a code cell keeps the outputs of the current notebook when its source is
     unchanged (matched by id, else by its unique source: inserting a cell renumbers the ids of
     the unnamed cells after it), so edits to prose or to a hidden test need no re-execution;
-    other code cells get no outputs.
+    other code cells get no outputs, and the notebook is then stamped ``incomplete`` (a full-mode
+    build, ``--full``, is what gets committed).
     """
     script, out = script_path(chapter, root), notebook_path(chapter, root)
     if not script.is_file():
@@ -114,6 +128,7 @@ def build(chapter: str, run: bool = True, ci: bool = True, root: Path | None = N
         for c in before:
             counts[c.source] = counts.get(c.source, 0) + 1
         by_source = {c.source: c for c in before if counts[c.source] == 1}
+        kept = True
         for cell in nb.cells:
             if cell.cell_type != "code":
                 continue
@@ -122,6 +137,11 @@ def build(chapter: str, run: bool = True, ci: bool = True, root: Path | None = N
                 prev = by_source.get(cell.source)
             if prev is not None and prev.source == cell.source:
                 cell.outputs, cell.execution_count = prev.outputs, prev.execution_count
+            else:
+                kept = False
+        stamp = outputs_mode(nbformat.read(out, as_version=4))
+        if stamp:
+            nb.metadata[OUTPUTS_KEY] = {"outputs": stamp if kept else INCOMPLETE}
     out.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, out)
     if run:

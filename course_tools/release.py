@@ -61,8 +61,21 @@ def _dirty_notebooks(root: Path) -> list[str]:
     return [line[3:] for line in res.stdout.splitlines() if line.strip()]
 
 
+def _sync_colab(chapter: str, root: Path) -> None:
+    """Write the repository setting (``[tool.llm-course]``) into the chapter's badge and setup cell."""
+    from .authoring import script_path
+    from .colab import sync
+
+    pyproject = root / "pyproject.toml"
+    if script_path(chapter, root).is_file() and pyproject.is_file() and "[tool.llm-course]" in pyproject.read_text():
+        sync(chapter, root)
+
+
 def release(only: list[str] | None = None, force: bool = False, root: Path | None = None) -> list[str]:
     """Regenerate ``notebooks/`` from ``solutions/``; returns the chapters written.
+
+    First writes the repository setting into each chapter's Colab badge and setup cell (script and
+    solution notebook, ``course_tools/colab.py``), so the student notebooks follow it too.
 
     Refuses (unless ``force``) when the ``notebooks/<chapter>`` folders it would rewrite hold
     uncommitted edits: they would be lost.
@@ -84,6 +97,7 @@ def release(only: list[str] | None = None, force: bool = False, root: Path | Non
     if unknown:
         raise ReleaseError(f"no solution notebook for {unknown}; chapters are: {', '.join(chapters(root))}")
     for ch in todo:
+        _sync_colab(ch, root)
         check_metadata(root / "solutions" / ch / f"{ch}.ipynb")
     with tempfile.TemporaryDirectory() as tmp:
         # one nbgrader run for all chapters ("*") is much faster than one per chapter

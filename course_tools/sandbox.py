@@ -105,15 +105,24 @@ def mask_args(names: list[str], stub_dir: Path) -> list[str]:
     stub_dir.mkdir(parents=True, exist_ok=True)
     for name in names:
         stub = stub_dir / f"{name}.py"
-        stub.write_text(f"raise ModuleNotFoundError({name!r} ' is not installed in this check: the autograder runs "
-                        f"this exercise with ' {name!r} ' removed, because it must be written without it', "
-                        f"name={name!r})\n")
+        text = (f"raise ModuleNotFoundError({name!r} ' is not installed in this check: the autograder runs "
+                f"this exercise with ' {name!r} ' removed, because it must be written without it', "
+                f"name={name!r})\n")
+        if not stub.is_file() or stub.read_text() != text:  # shared folder: replace atomically
+            tmp = stub_dir / f".{name}.{os.getpid()}.tmp"
+            tmp.write_text(text)
+            os.replace(tmp, stub)
         for path in package_paths([name]):
             if path.is_dir():
                 args += ["--tmpfs", str(path), "--ro-bind", str(stub), str(path / "__init__.py")]
             else:
                 args += ["--ro-bind", str(stub), str(path)]
     return args
+
+
+def default_stub_dir() -> Path:
+    """One folder per user for the stubs of :func:`mask_args` (rewritten in place, never leaked)."""
+    return Path(tempfile.gettempdir()) / f"llm-course-stubs-{os.getuid()}"
 
 
 def bwrap_args(workdir: Path, sockdir: Path, home: Path, course_roots: list[Path],
@@ -155,7 +164,7 @@ def bwrap_args(workdir: Path, sockdir: Path, home: Path, course_roots: list[Path
     # namespace it is from the start: 1 switches the poll off (--die-with-parent does its job).
     args += ["--setenv", "JPY_PARENT_PID", "1"]
     if masked_packages:
-        args += mask_args(list(masked_packages), stub_dir or Path(tempfile.mkdtemp(prefix="llm-course-stubs-")))
+        args += mask_args(list(masked_packages), stub_dir or default_stub_dir())
     args += ["--bind", str(home), str(home), "--bind", str(sockdir), str(sockdir),
              "--bind", str(workdir), str(workdir), "--chdir", str(workdir)]
     return args

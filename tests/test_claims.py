@@ -72,3 +72,13 @@ def test_what_counts_as_backed(markdown, printed, backed):
 
 def test_a_number_written_in_the_code_backs_a_quote():
     assert unbacked_numbers(_nb("we train at lr 0.0003", "", code="LR = 0.0003")) == []
+
+
+@pytest.mark.parametrize("ch", CHAPTERS)
+def test_committed_outputs_are_full_mode(ch):
+    """The committed outputs are what a student's own run shows (``make solutions``), not a CI-mode run."""
+    from course_tools.authoring import FULL, outputs_mode
+
+    nb = nbformat.read(f"solutions/{ch}/{ch}.ipynb", as_version=4)
+    assert outputs_mode(nb) == FULL, (f"solutions/{ch} holds outputs stamped {outputs_mode(nb)!r}: commit the outputs of "
+                                      f"`make solutions CHAPTERS={ch}` (llm-course build {ch} --full)")

@@ -3,8 +3,9 @@
 A simulated hub (``llm-course hub-sim``) holds the course's four names at their real
 configurations (random weights; the real GPT-2 and BERT tokenizers; SmolLM2's converted weights).
 With ``HF_HOME`` pointing at it and ``HF_HUB_OFFLINE=1``, ``load_model`` takes the real-model
-branch, exactly as on Colab, and must say SIMULATED in its banner. Then chapters whose
-model-dependent cells differ on that branch are executed end to end, hidden tests included.
+branch, exactly as on Colab, and must say SIMULATED in its banner. Then every chapter that loads
+a model is executed end to end on that branch (CI mode), hidden tests and library references
+included, and its student notebook, run as nbgrader runs it, fails every graded test.
 """
 from __future__ import annotations
 
@@ -19,7 +20,15 @@ import pytest
 
 from course_tools import hub_sim
 
-CHAPTERS_ONLINE = ["01_tokenization", "02_bert_embeddings_attention", "04_lm_head_logit_lens", "09_prompting_flan_t5"]
+# Chapters that load a model through ``load_model`` (the branch the hub changes); the other five
+# load none (checked below), so they run the same on both branches and CI runs them offline.
+MODEL_CHAPTERS = ["01_tokenization", "02_bert_embeddings_attention", "04_lm_head_logit_lens",
+                  "08_gpt2_sampling_kv_cache", "09_prompting_flan_t5", "11_quantization", "12_lora_qlora",
+                  "13_dpo_alignment"]
+# split in two classes: ``--dist loadscope`` gives each class to one of the two test workers
+# (about 200 s each on 2 cores: 12 and 13 ~100 s, 08 ~65 s, 11 ~40 s, 09 ~30 s, the rest ~15 s)
+ONLINE_A = ["12_lora_qlora", "08_gpt2_sampling_kv_cache", "01_tokenization", "02_bert_embeddings_attention"]
+ONLINE_B = ["13_dpo_alignment", "11_quantization", "09_prompting_flan_t5", "04_lm_head_logit_lens"]
 
 
 @pytest.fixture(scope="module")
@@ -70,20 +79,54 @@ def test_each_name_resolves_to_a_simulated_model_of_the_real_configuration(hub):
     assert r["HuggingFaceTB/SmolLM2-135M-Instruct"]["class"] == "LlamaForCausalLM"
 
 
-@pytest.mark.parametrize("ch", CHAPTERS_ONLINE)
-def test_chapter_runs_on_the_real_model_branch(hub, ch, tmp_path):
-    """Every cell of the solution, hidden tests and library references included, on the real-size models."""
-    src = (Path("solutions") / ch / f"{ch}.ipynb").resolve()
-    out = tmp_path / f"{ch}.ipynb"
+def test_the_other_chapters_load_no_model():
+    """Chapters outside MODEL_CHAPTERS never reach the hub: no loader, no ``from_pretrained``."""
+    for script in sorted(Path("chapters").glob("*/*.py")):
+        ch = script.parent.name
+        text = script.read_text(encoding="utf-8")
+        uses = any(w in text for w in ("load_model(", "from_pretrained(", "hf_hub_download(", "snapshot_download("))
+        assert uses == (ch in MODEL_CHAPTERS), f"{ch}: update MODEL_CHAPTERS in tests/test_hub_sim.py"
+    assert sorted(ONLINE_A + ONLINE_B) == sorted(MODEL_CHAPTERS)
+
+
+def _execute(src: Path, out: Path, env: dict[str, str]) -> nbformat.NotebookNode:
     res = subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute",
                           "--ExecutePreprocessor.timeout=600", "--allow-errors", "--output", str(out), str(src)],
-                         env=_env(hub), capture_output=True, text=True, timeout=1200, cwd=src.parent)
+                         env=env, capture_output=True, text=True, timeout=1200, cwd=src.parent)
     assert res.returncode == 0, res.stderr[-3000:]
-    nb = nbformat.read(out, as_version=4)
-    errors = [(c.metadata.get("nbgrader", {}).get("grade_id", i), o.get("ename"), str(o.get("evalue"))[:300])
-              for i, c in enumerate(nb.cells) if c.cell_type == "code"
-              for o in c.get("outputs", []) if o.get("output_type") == "error"]
-    assert not errors, f"{ch} on the simulated hub: {errors}"
+    return nbformat.read(out, as_version=4)
+
+
+def _errors(nb: nbformat.NotebookNode) -> list[tuple]:
+    return [(c.metadata.get("nbgrader", {}).get("grade_id", i), o.get("ename"), str(o.get("evalue"))[:300])
+            for i, c in enumerate(nb.cells) if c.cell_type == "code"
+            for o in c.get("outputs", []) if o.get("output_type") == "error"]
+
+
+def _check_online(hub: Path, ch: str, tmp_path: Path) -> None:
+    """The solution runs end to end on the real-size models, hidden tests and library references
+    included; the student notebook, graded as nbgrader would (``NBGRADER_EXECUTION``), fails every
+    graded test cell."""
+    nb = _execute((Path("solutions") / ch / f"{ch}.ipynb").resolve(), tmp_path / f"{ch}.ipynb", _env(hub))
+    assert not _errors(nb), f"{ch} on the simulated hub: {_errors(nb)}"
     banners = [o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
                if o.get("output_type") == "stream" and "[model]" in o.get("text", "")]
     assert banners and all("SIMULATED hub model" in b for b in banners), banners
+    blank = _execute((Path("notebooks") / ch / f"{ch}.ipynb").resolve(), tmp_path / f"{ch}-blank.ipynb",
+                     dict(_env(hub), NBGRADER_EXECUTION="autograde"))
+    tests = {c.metadata["nbgrader"]["grade_id"] for c in blank.cells if c.cell_type == "code"
+             and c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution")}
+    failed = {gid for gid, _, _ in _errors(blank)}
+    assert tests and tests <= failed, f"{ch}: blank notebook passes graded tests {sorted(tests - failed)} on the hub"
+
+
+class TestOnlineA:
+    @pytest.mark.parametrize("ch", ONLINE_A)
+    def test_chapter_runs_on_the_real_model_branch(self, hub, ch, tmp_path):
+        _check_online(hub, ch, tmp_path)
+
+
+class TestOnlineB:
+    @pytest.mark.parametrize("ch", ONLINE_B)
+    def test_chapter_runs_on_the_real_model_branch(self, hub, ch, tmp_path):
+        _check_online(hub, ch, tmp_path)

