@@ -16,12 +16,7 @@ CHAPTERS = sorted(Path(p).parent.name for p in glob.glob("solutions/*/*.ipynb"))
 # Chapters whose prose still quotes numbers from runs committed nowhere (full-mode runs, another
 # machine): the open issues rewrite them from committed full-mode outputs. The count may only go
 # down; when it changes, write the new count here (0: remove the chapter).
-OPEN: dict[str, tuple[str, int]] = {
-    "09_prompting_flan_t5": ("issue 18", 12),
-    "10_pretraining_shakespeare": ("issue 19", 14),
-    "12_lora_qlora": ("issue 20", 17),
-    "13_dpo_alignment": ("issue 20", 9),
-}
+OPEN: dict[str, tuple[str, int]] = {}
 
 
 @pytest.mark.parametrize("ch", CHAPTERS)

@@ -27,11 +27,14 @@
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # Setup: on Colab this installs the course; locally `make lab` already did.
-import importlib.util, subprocess, sys
-if importlib.util.find_spec("course_utils") is None:
-    subprocess.run(["git", "clone", "-q", "--depth", "1", "https://github.com/llm-course/llm-course", "/content/llm-course"], check=True)
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", "/content/llm-course"], check=True)
-    sys.path.insert(0, "/content/llm-course")
+import importlib.util, os, subprocess, sys
+if importlib.util.find_spec("course_utils") is None:  # Colab, or a Python without the course
+    COURSE_DIR = os.environ.get("LLM_COURSE_DIR", "/content/llm-course")
+    REPO = os.environ.get("LLM_COURSE_REPO", "https://github.com/llm-course/llm-course")
+    subprocess.run(["git", "clone", "-q", "--depth", "1", "--branch", "main", REPO, COURSE_DIR], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", COURSE_DIR], check=True)  # keeps Colab's torch
+    importlib.invalidate_caches()  # see the packages pip just installed
+    sys.path.insert(0, COURSE_DIR)
 import course_utils
 DEVICE = course_utils.setup(seed=0)
 
@@ -713,21 +716,18 @@ kept = tok.decode(head_tail)
 print(f"head + tail : kept {len(head_tail)} tokens | instruction kept: {'BANANA' in kept} | question kept: {'França' in kept}")
 
 # %% [markdown]
-# ## 9. Measure, do not eyeball: accuracy on 48 labelled reviews
+# ## 9. Measure, do not eyeball: 48 labelled reviews, scored the way evaluation harnesses do
 #
 # One sentence per idea (the book's method) cannot tell a better prompt from luck: the book's
 # run says `NEGATIVO` for the zero-shot prompt, the companion's run of the same greedy prompt
-# says `POSITIVO`. We run every prompt style over the labelled set with your harness and report
-# the accuracy with a 95 % **Wilson** interval (a binomial interval that behaves at 0 and 1).
+# says `POSITIVO`. We run every prompt style over the labelled set and report each accuracy with
+# a 95 % **Wilson** interval (a binomial interval that behaves at 0 and 1), and compare two
+# prompts on the *same* examples with **McNemar's exact test**: only the discordant examples
+# (right with one prompt, wrong with the other) carry information, and under "no difference"
+# each of them is a fair coin, so the p-value is a two-sided binomial test on them.
 #
-# - **zero-shot** — Book §5.5.1 shape; **few-shot** — the book's two examples plus two English
-#   ones (none of them in the labelled set);
-# - **loose** — Book §5.6.1 shape `"<text>" ->`; **strict** — Book §5.6.3 ("Responda APENAS com:
-#   POSITIVO ou NEGATIVO."); **strict few-shot** — both ideas together.
-#
-# Greedy decoding, at most 5 new tokens. Budget: full mode uses all 48 examples; CI mode a
-# balanced subset of 8 (2 per language × label); while autograding the sweeps are skipped
-# (the graded tests never depend on them).
+# Budget: full mode uses all 48 examples; CI mode a balanced subset of 8 (2 per language ×
+# label); while autograding the sweeps are skipped (the graded tests never depend on them).
 
 # %% nbgrader={"grade": false, "grade_id": "dataset", "locked": true, "schema_version": 3, "solution": false, "task": false} tags=["nbval-check-output"]
 with open(asset_path("09_prompting_flan_t5/sentiment.jsonl"), encoding="utf-8") as f:
@@ -746,11 +746,6 @@ def balanced_subset(data, per_group):
     return out
 
 
-N_PER_GROUP = 0 if AUTOGRADING else (2 if CI_MODE else 12)
-EVAL = balanced_subset(DATA, N_PER_GROUP)
-print("evaluation set:", len(EVAL), "examples", "(CI subset)" if CI_MODE and not AUTOGRADING else "")
-
-
 def wilson(k, n, z=1.96):
     """95 % Wilson score interval of a binomial proportion k/n."""
     if n == 0:
@@ -761,7 +756,303 @@ def wilson(k, n, z=1.96):
     return (centre - half, centre + half)
 
 
+def mcnemar_exact(right_a, right_b):
+    """Paired comparison of two classifiers on the same examples: McNemar's exact test.
+
+    ``right_a``, ``right_b``: booleans, one per example. Returns ``(b, c, p)`` with ``b`` the number
+    of examples only A got right, ``c`` those only B got right and ``p`` the two-sided exact binomial
+    p-value of ``b`` out of ``b + c`` discordant pairs at 1/2 (1.0 when there is no discordant pair).
+    """
+    b = sum(bool(x) and not bool(y) for x, y in zip(right_a, right_b, strict=True))
+    c = sum(bool(y) and not bool(x) for x, y in zip(right_a, right_b, strict=True))
+    n = b + c
+    tail = sum(math.comb(n, i) for i in range(min(b, c) + 1)) / 2 ** n
+    return b, c, min(1.0, 2 * tail)
+
+
+def mean_ci(values, z=1.96):
+    """Mean of ``values`` and its normal-approximation 95 % interval (mean ± z·sd/√n)."""
+    v = np.asarray(values, dtype=float)
+    half = z * v.std(ddof=1) / math.sqrt(len(v)) if len(v) > 1 else float("nan")
+    return v.mean(), v.mean() - half, v.mean() + half
+
+
 print("Wilson 95% interval of 24/48:", tuple(round(x, 4) for x in wilson(24, 48)))
+print("McNemar exact, A alone right on 2 examples, B alone on 9:", mcnemar_exact([1] * 2 + [0] * 9, [0] * 2 + [1] * 9))
+print("McNemar exact, 0 vs 6 discordant:", mcnemar_exact([0] * 6, [1] * 6))
+
+# %% nbgrader={"grade": false, "grade_id": "eval_set", "locked": true, "schema_version": 3, "solution": false, "task": false}
+N_PER_GROUP = 0 if AUTOGRADING else (2 if CI_MODE else 12)
+EVAL = balanced_subset(DATA, N_PER_GROUP)
+print("evaluation set:", len(EVAL), "examples", "(CI subset)" if CI_MODE and not AUTOGRADING else "")
+
+# %% [markdown]
+# ### 9.1 How a harness asks a model for a label: the log-likelihood of each answer
+#
+# Free generation mixes two questions: *which label does the model prefer?* and *does it write
+# the label in the format my parser reads, within my token budget?* Evaluation harnesses
+# (lm-evaluation-harness, HELM) ask only the first: for a prompt $x$ and each candidate answer
+# $y = (y_1, \dots, y_m)$ they compute the log-likelihood of the answer as a **continuation** of
+# the prompt,
+#
+# $$\log p(y \mid x) = \sum_{t=1}^{m} \log p(y_t \mid x, y_{<t}),$$
+#
+# and predict $\arg\max_y$ over $y \in \{$`POSITIVO`, `NEGATIVO`$\}$. Every prompt then gets an
+# answer (nothing is "unparsed"), and the accuracy measures what the prompt changes in the
+# model's preference between the labels. For FLAN-T5 (the book's model, online) the prompt goes
+# into the encoder and $\log p(y \mid x)$ is the decoder's likelihood of the label; for a decoder-only
+# model the label follows the prompt tokens.
+#
+# A decoder-only chat model can be prompted in two ways, and this choice matters:
+# - **chat**: the prompt is wrapped in the model's chat template (a system turn, the prompt as a
+#   user turn, then the assistant header); the label is the start of the assistant's reply.
+#   This is what `generate_text` does by default, and what section 3 did.
+# - **raw**: the prompt text itself, continued as a document (Book §5.5's prompts end with
+#   `Sentimento:` precisely so that the continuation is the label); the label follows a space.
+#
+# The cell below computes both, one forward pass per batch: the prompts of one template share
+# their beginning (task, few-shot examples), so it is encoded once and its keys and values are
+# reused (the KV cache of chapter 8); each prompt's own end is encoded in a batch, and the labels
+# are scored in one more batched pass. The same cache gives the greedy answer (free generation,
+# parsed by your `normalize_label`) and sampled answers for self-consistency. The next cell checks
+# it against the straightforward computation (one full forward pass per prompt + label).
+
+# %% nbgrader={"grade": false, "grade_id": "scoring", "locked": true, "schema_version": 3, "solution": false, "task": false}
+import copy
+
+from course_utils.generation import encode_prompt, is_seq2seq
+
+LABELS = ("POSITIVO", "NEGATIVO")
+SEQ2SEQ = is_seq2seq(model)
+FORMATS = ("raw",) if SEQ2SEQ else ("chat", "raw")     # an encoder-decoder has no chat template to choose
+PAD_ID = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+
+
+def label_token_ids(label, fmt):
+    """Token ids of ``label`` as a continuation: after a raw prompt ending in ``:`` or ``->`` it follows
+    a space; after the chat template's assistant header (or in T5's decoder) it starts the answer."""
+    text = " " + label if fmt == "raw" and not SEQ2SEQ else label
+    return list(tok(text, add_special_tokens=False)["input_ids"])
+
+
+def prompt_token_ids(prompt, fmt):
+    """What the causal model reads: the chat template around ``prompt`` (``fmt="chat"``) or the raw text."""
+    return encode_prompt(tok, prompt, chat=(fmt == "chat"))
+
+
+def _forward(ids, mask, past, pos, at=None):
+    """One pass of the decoder stack; the output layer only where log-probs are needed (``at``: per row,
+    the positions to keep, or ``None`` for all). Returns (log-probs, cache)."""
+    out = model.get_decoder()(input_ids=ids, attention_mask=mask, past_key_values=past, position_ids=pos, use_cache=True)
+    h = out.last_hidden_state if at is None else out.last_hidden_state[torch.arange(ids.shape[0]), at]
+    return model.get_output_embeddings()(h).float().log_softmax(-1), out.past_key_values
+
+
+def _pick(logp, gen, temperature, top_k):
+    """Greedy (``gen=None``) or one sampled token per row, temperature then top-k (Book §5.4)."""
+    if gen is None:
+        return logp.argmax(-1)
+    z = logp / temperature
+    if top_k:
+        z = z.masked_fill(z < z.topk(top_k, dim=-1).values[:, -1:], float("-inf"))
+    return torch.multinomial(z.softmax(-1), 1, generator=gen)[:, 0]
+
+
+def _decode_from(past, mask, logp, pos0, steps, gen=None, temperature=1.0, top_k=50):
+    """Continue every row of a cache for ``steps`` tokens; ``logp``: the next-token log-probs."""
+    rows = []
+    for t in range(steps):
+        nxt = _pick(logp, gen, temperature, top_k)
+        rows.append(nxt)
+        if t + 1 < steps:
+            mask = torch.cat([mask, torch.ones_like(mask[:, :1])], 1)
+            logp, past = _forward(nxt[:, None], mask, past, (pos0 + t)[:, None], at=torch.zeros_like(pos0))
+    return [tok.decode(r, skip_special_tokens=True).strip() for r in torch.stack(rows, 1)]
+
+
+@torch.no_grad()
+def _run_causal(prompts, fmt, gen_tokens, n_samples, seed, temperature, top_k, chunk):
+    rows = [prompt_token_ids(p, fmt) for p in prompts]
+    labs = [label_token_ids(lab, fmt) for lab in LABELS]
+    n_shared = 0                                  # the token prefix every prompt of the batch shares
+    while all(len(r) > n_shared + 1 for r in rows) and len({r[n_shared] for r in rows}) == 1:
+        n_shared += 1
+    shared = None
+    if n_shared:
+        ids = torch.tensor([rows[0][:n_shared]])
+        _, shared = _forward(ids, torch.ones_like(ids), None, torch.arange(n_shared)[None], at=torch.tensor([0]))
+    out = {"scores": [], "first": [], "greedy": [], "samples": []}
+    for c0 in range(0, len(rows), chunk):
+        own = [r[n_shared:] for r in rows[c0:c0 + chunk]]
+        B, L = len(own), max(len(r) for r in own)
+        n = torch.tensor([len(r) for r in own])
+        ids = torch.full((B, L), PAD_ID)
+        mask = torch.zeros((B, n_shared + L), dtype=torch.long)
+        mask[:, :n_shared] = 1
+        for i, r in enumerate(own):               # right padding: every prompt starts at n_shared
+            ids[i, :len(r)] = torch.tensor(r)
+            mask[i, n_shared:n_shared + len(r)] = 1
+        past = None
+        if shared is not None:
+            past = copy.deepcopy(shared)
+            past.batch_repeat_interleave(B)
+        first, past = _forward(ids, mask, past, (n_shared + torch.arange(L))[None].expand(B, L), at=n - 1)
+        # first: (B, vocab), the next-token log-probs at the label position
+        # the labels: one row per (prompt, label), all label tokens in one pass
+        K = len(LABELS)
+        Lm = max(len(lab) for lab in labs)
+        lab_ids = torch.full((B * K, Lm), PAD_ID)
+        lab_mask = torch.zeros((B * K, Lm), dtype=torch.long)
+        for r in range(B * K):
+            lab = labs[r % K]
+            lab_ids[r, :len(lab)] = torch.tensor(lab)
+            lab_mask[r, :len(lab)] = 1
+        lab_past = copy.deepcopy(past)
+        lab_past.batch_repeat_interleave(K)
+        pos = (n_shared + n).repeat_interleave(K)[:, None] + torch.arange(Lm)[None]
+        lab_logp, _ = _forward(lab_ids, torch.cat([mask.repeat_interleave(K, 0), lab_mask], 1), lab_past, pos)
+        scores = torch.zeros(B, K, dtype=torch.float64)
+        for r in range(B * K):
+            b, j = divmod(r, K)
+            lab = labs[j]
+            scores[b, j] = first[b, lab[0]].item() + sum(lab_logp[r, t - 1, lab[t]].item() for t in range(1, len(lab)))
+        out["scores"].append(scores)
+        out["first"].append(first)
+        out["greedy"] += _decode_from(copy.deepcopy(past), mask, first, n_shared + n, gen_tokens)
+        if n_samples:
+            sp = copy.deepcopy(past)
+            sp.batch_repeat_interleave(n_samples)
+            texts = _decode_from(sp, mask.repeat_interleave(n_samples, 0), first.repeat_interleave(n_samples, 0),
+                                 (n_shared + n).repeat_interleave(n_samples), gen_tokens,
+                                 gen=torch.Generator().manual_seed(seed + c0), temperature=temperature, top_k=top_k)
+            out["samples"] += [texts[b * n_samples:(b + 1) * n_samples] for b in range(B)]
+    return out
+
+
+@torch.no_grad()
+def _run_seq2seq(prompts, gen_tokens, n_samples, seed, temperature, top_k, chunk):
+    from transformers.modeling_outputs import BaseModelOutput
+
+    labs = [label_token_ids(lab, "raw") for lab in LABELS]
+    K, Lm = len(LABELS), max(len(lab) for lab in labs)
+    start = model.config.decoder_start_token_id
+    out = {"scores": [], "first": [], "greedy": [], "samples": []}
+    for c0 in range(0, len(prompts), chunk):
+        enc = tok(prompts[c0:c0 + chunk], return_tensors="pt", padding=True)
+        B = enc["input_ids"].shape[0]
+        hidden = model.get_encoder()(**enc).last_hidden_state
+        dec = torch.full((B * K, Lm), PAD_ID)
+        for r in range(B * K):                    # decoder input: start token, then the label shifted right
+            lab = labs[r % K]
+            dec[r, 0] = start
+            dec[r, 1:len(lab)] = torch.tensor(lab[:-1])
+        logp = model(encoder_outputs=BaseModelOutput(last_hidden_state=hidden.repeat_interleave(K, 0)),
+                     attention_mask=enc["attention_mask"].repeat_interleave(K, 0),
+                     decoder_input_ids=dec).logits.float().log_softmax(-1)
+        scores = torch.zeros(B, K, dtype=torch.float64)
+        for r in range(B * K):
+            b, j = divmod(r, K)
+            scores[b, j] = sum(logp[r, t, labs[j][t]].item() for t in range(len(labs[j])))
+        out["scores"].append(scores)
+        out["first"].append(logp[::K, 0])
+        g = model.generate(**enc, max_new_tokens=gen_tokens, do_sample=False, temperature=None, top_k=None, top_p=None)
+        out["greedy"] += [tok.decode(x, skip_special_tokens=True).strip() for x in g]
+        if n_samples:
+            torch.manual_seed(seed + c0)
+            s = model.generate(**enc, max_new_tokens=gen_tokens, do_sample=True, temperature=temperature,
+                               top_k=top_k, top_p=1.0, num_return_sequences=n_samples)
+            texts = [tok.decode(x, skip_special_tokens=True).strip() for x in s]
+            out["samples"] += [texts[b * n_samples:(b + 1) * n_samples] for b in range(B)]
+    return out
+
+
+def run_prompts(prompts, fmt, gen_tokens=6, n_samples=0, seed=0, temperature=1.0, top_k=50, chunk=16):
+    """Book §5.5–§5.7, measured the harness way, for a list of prompts.
+
+    Returns a dict: ``"scores"`` (n, 2) float64, the log-likelihood of ``LABELS[j]`` as the continuation
+    of prompt i; ``"first"`` (n, vocab), the next-token log-probabilities at the label position;
+    ``"greedy"``, the greedy answer (``gen_tokens`` new tokens) of each prompt; ``"samples"``, for each
+    prompt ``n_samples`` answers sampled at ``temperature`` with ``top_k`` (seeded: ``seed`` + the index
+    of the chunk's first prompt). ``fmt``: ``"chat"`` or ``"raw"`` (a seq2seq model: ``"raw"`` only).
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"fmt must be one of {FORMATS} for this model, got {fmt!r}")
+    if SEQ2SEQ:
+        out = _run_seq2seq(list(prompts), gen_tokens, n_samples, seed, temperature, top_k, chunk)
+    else:
+        out = _run_causal(list(prompts), fmt, gen_tokens, n_samples, seed, temperature, top_k, chunk)
+    out["scores"], out["first"] = torch.cat(out["scores"]), torch.cat(out["first"])
+    return out
+
+
+def label_scores_naive(prompt, fmt):
+    """The definition, one full forward pass per (prompt, label): the check of ``run_prompts``."""
+    scores = []
+    for lab in LABELS:
+        y = label_token_ids(lab, fmt)
+        with torch.no_grad():
+            if SEQ2SEQ:
+                enc = tok(prompt, return_tensors="pt")
+                dec = torch.tensor([[model.config.decoder_start_token_id] + y[:-1]])
+                logp = model(**enc, decoder_input_ids=dec).logits[0].float().log_softmax(-1)
+                scores.append(sum(logp[t, y[t]].item() for t in range(len(y))))
+            else:
+                x = prompt_token_ids(prompt, fmt)
+                logp = model(input_ids=torch.tensor([x + y])).logits[0].float().log_softmax(-1)
+                scores.append(sum(logp[len(x) + t - 1, y[t]].item() for t in range(len(y))))
+    return scores
+
+
+for fmt in FORMATS:
+    print(f"{fmt:4s}: label tokens", {lab: [tok.decode([i]) for i in label_token_ids(lab, fmt)] for lab in LABELS})
+
+# %% nbgrader={"grade": false, "grade_id": "scoring_check", "locked": true, "schema_version": 3, "solution": false, "task": false}
+if not AUTOGRADING:
+    _check = [prompt_zero, prompt_few]
+    for fmt in FORMATS:
+        fast = run_prompts(_check, fmt, gen_tokens=6)
+        slow = torch.tensor([label_scores_naive(p, fmt) for p in _check], dtype=torch.float64)
+        print(f"{fmt:4s}: log p(label | book prompt), rows zero-shot / few-shot, columns {LABELS}:",
+              [[round(v, 3) for v in row] for row in fast["scores"].tolist()],
+              f"| batched = one pass per prompt+label: {torch.allclose(fast['scores'], slow, atol=1e-3)}",
+              f"| greedy answers: {fast['greedy']}")
+
+# %% [markdown]
+# ### 9.2 Where the echo comes from: chat template or raw text
+#
+# Below, the book's few-shot prompt as the stand-in reads it under the chat template: the
+# examples, the labels and the review are now the *user's message*, and the assistant's reply
+# starts on a fresh line — nothing tells the model to continue the `Sentimento:` pattern, and a
+# small chat model often answers by repeating part of the message. As raw text, the prompt ends
+# at `Sentimento:` and the continuation is the slot the examples taught. (With FLAN-T5 online
+# there is only one way: the prompt is the encoder's input.)
+
+# %% nbgrader={"grade": false, "grade_id": "echo", "locked": true, "schema_version": 3, "solution": false, "task": false}
+for fmt in FORMATS:
+    seen = tok.decode(prompt_token_ids(prompt_few, fmt)) if not SEQ2SEQ else prompt_few
+    print(f"--- {fmt}: what the model reads (last 160 characters) ---\n...{seen[-160:]}")
+    if not AUTOGRADING:                           # autograding: keep it short
+        answer = generate_text(model, tok, prompt_few, max_new_tokens=16, chat=(fmt == "chat") if not SEQ2SEQ else None)
+        print(f"--- {fmt}: greedy answer, 16 new tokens: {answer!r}\n")
+
+# %% [markdown]
+# ### 9.3 Five templates × two formats on the labelled set
+#
+# - **zero-shot** — Book §5.5.1 shape; **few-shot** — the book's two examples plus two English
+#   ones (none of them in the labelled set);
+# - **loose** — Book §5.6.1 shape `"<text>" ->`; **strict** — Book §5.6.3 ("Responda APENAS com:
+#   POSITIVO ou NEGATIVO."); **strict few-shot** — both ideas together.
+#
+# For every template and format we record, per example: the label the log-likelihood prefers, the
+# greedy answer (6 new tokens, parsed by `normalize_label`: the *parse rate* is the share it can
+# read), and the distribution of the next token at the label position. Both accuracies use
+# your `evaluate_accuracy` harness.
+#
+# A model can prefer one label whatever the review says (a *label bias*). The share of
+# `POSITIVO` predictions shows it (the set is balanced: an unbiased classifier predicts about
+# half), and the **calibrated** accuracy removes it the way Zhao et al. (2021, "Calibrate before
+# use") do: subtract from each label's score its score for the content-free input `N/A` in the
+# same template, then take the argmax.
 
 # %% nbgrader={"grade": false, "grade_id": "templates", "locked": true, "schema_version": 3, "solution": false, "task": false}
 FEW_SHOT = [("Adorei, foi excelente e emocionante.", "POSITIVO"),      # Book §5.5.3
@@ -778,99 +1069,256 @@ TEMPLATES = {
 }
 print(TEMPLATES["strict few-shot"]("O produto chegou rápido."))
 
+# %% [markdown]
+# Self-consistency (section 10) needs samples that can be read, so its samples are drawn in the
+# same pass, from one template and format fixed here in advance: **strict few-shot, raw** (the
+# book's §5.7 prompt is strict too; raw because of 9.2). Protocol: $k_{\max}$ samples per example,
+# temperature 1.0 and top-k 50 (the book's implicit `do_sample=True` settings), 6 new tokens each,
+# seeded per batch of prompts; the vote over $k$ samples uses the **first** $k$ of them.
 
 # %% nbgrader={"grade": false, "grade_id": "sweep_templates", "locked": true, "schema_version": 3, "solution": false, "task": false}
-def greedy(prompt):
-    return generate_text(model, tok, prompt, max_new_tokens=5)
+SC_TEMPLATE, SC_FORMAT = "strict few-shot", FORMATS[-1]
+K_VALUES = [1, 3, 5] if CI_MODE else [1, 3, 5, 9, 15]
+K_MAX = max(K_VALUES)
+RUNS, RESULTS, RIGHT = {}, {}, {}
 
 
-RESULTS = {}
+def as_generator(prompts, answers):
+    """A ``generate(prompt) -> str`` for ``evaluate_accuracy`` that returns precomputed answers."""
+    table = dict(zip(prompts, answers, strict=True))
+    return lambda p: table[p]
+
+
 if EVAL:
-    for name, make in tqdm(TEMPLATES.items(), desc="templates"):
-        RESULTS[name] = evaluate_accuracy(greedy, EVAL, make, normalize_label)
-    print(f"model in the banner, greedy, n = {len(EVAL)}")
-    print(f"{'template':16s} {'accuracy':>8s}  {'95% Wilson':>15s}  {'unparsed':>8s}")
-    for name, r in RESULTS.items():
-        lo, hi = wilson(r["n_correct"], r["n"])
-        print(f"{name:16s} {r['accuracy']:8.3f}  [{lo:.3f}, {hi:.3f}]  {r['n_unparsed']:4d}/{r['n']}")
-    for lang in ["pt", "en"]:
-        idx = [i for i, d in enumerate(EVAL) if d["lang"] == lang]
-        print(f"  {lang}: " + ", ".join(
-            f"{name} {np.mean([RESULTS[name]['predictions'][i] == EVAL[i]['label'] for i in idx]):.3f}" for name in RESULTS))
+    combos = [(name, fmt) for fmt in FORMATS for name in TEMPLATES]
+    for name, fmt in tqdm(combos, desc="template × format"):
+        make = TEMPLATES[name]
+        prompts = [make(d["text"]) for d in EVAL]
+        sc = (name, fmt) == (SC_TEMPLATE, SC_FORMAT)
+        run = run_prompts(prompts, fmt, gen_tokens=6, n_samples=K_MAX if sc else 0, seed=1000,
+                          chunk=max(1, 64 // K_MAX) if sc else 16)
+        run["content_free"] = run_prompts([make("N/A")], fmt, gen_tokens=1)["scores"][0]
+        RUNS[(name, fmt)] = run
+        best = [LABELS[j] for j in run["scores"].argmax(1).tolist()]
+        calibrated = [LABELS[j] for j in (run["scores"] - run["content_free"]).argmax(1).tolist()]
+        RESULTS[(name, fmt)] = {
+            "scored": evaluate_accuracy(as_generator(prompts, best), EVAL, make, normalize_label),
+            "calibrated": evaluate_accuracy(as_generator(prompts, calibrated), EVAL, make, normalize_label),
+            "greedy": evaluate_accuracy(as_generator(prompts, run["greedy"]), EVAL, make, normalize_label)}
+        for kind, r in RESULTS[(name, fmt)].items():
+            RIGHT[(name, fmt, kind)] = [p == d["label"] for p, d in zip(r["predictions"], EVAL)]
+    print(f"model in the banner, n = {len(EVAL)} examples; accuracy [95% Wilson]")
+    print(f"{'template':16s} {'fmt':4s} {'label-scored':>21s} {'said POSITIVO':>13s} {'calibrated':>21s}"
+          f" {'greedy parsed':>13s} {'greedy accuracy':>21s}")
+    for (name, fmt), r in RESULTS.items():
+        cells = []
+        for kind in ["scored", "calibrated", "greedy"]:
+            lo, hi = wilson(r[kind]["n_correct"], r[kind]["n"])
+            cells.append(f"{r[kind]['accuracy']:.3f} [{lo:.3f}, {hi:.3f}]")
+        share_pos = r["scored"]["predictions"].count("POSITIVO") / r["scored"]["n"]
+        parsed = r["greedy"]["n"] - r["greedy"]["n_unparsed"]
+        print(f"{name:16s} {fmt:4s} {cells[0]:>21s} {share_pos:13.3f} {cells[1]:>21s} {parsed:8d}/{r['greedy']['n']:<4d}"
+              f" {cells[2]:>21s}")
+    print("greedy answers, first 3 examples:")
+    for (name, fmt), run in RUNS.items():
+        print(f"  {name:16s} {fmt:4s} {run['greedy'][:3]}")
+else:
+    print("sweep skipped while autograding")
+
+# %% [markdown]
+# ### 9.4 Which differences are real? Paired tests on the same examples
+#
+# The chapter's (and Book §5.5.4's) main claim is **few-shot beats zero-shot**; we also test
+# strict against loose (§5.6.4), both ideas together against zero-shot, and the chat template
+# against raw text for each template. Each line: accuracy of A and of B (label-scored), `b` = the
+# examples only A got right, `c` = only B, and McNemar's exact p-value. With a dozen tests, one
+# p below 0.05 can be luck; the first line is the one planned in advance.
+
+# %% nbgrader={"grade": false, "grade_id": "paired_tests", "locked": true, "schema_version": 3, "solution": false, "task": false}
+if RESULTS:
+    pairs = [(("few-shot", f), ("zero-shot", f)) for f in FORMATS]
+    pairs += [(("strict", f), ("loose", f)) for f in FORMATS] + [(("strict few-shot", f), ("zero-shot", f)) for f in FORMATS]
+    pairs += [((name, "raw"), (name, "chat")) for name in TEMPLATES] if len(FORMATS) == 2 else []
+    PAIRED = {}
+    print(f"label-scored accuracy, n = {len(EVAL)}; McNemar exact test")
+    print(f"{'A':22s} {'B':22s} {'acc A':>6s} {'acc B':>6s} {'A - B':>7s} {'b':>3s} {'c':>3s} {'p':>7s}")
+    for a, b_ in pairs:
+        ra, rb = RIGHT[(*a, "scored")], RIGHT[(*b_, "scored")]
+        b, c, p = mcnemar_exact(ra, rb)
+        PAIRED[(a, b_)] = (b, c, p)
+        print(f"{' '.join(a):22s} {' '.join(b_):22s} {np.mean(ra):6.3f} {np.mean(rb):6.3f} {np.mean(ra) - np.mean(rb):+7.3f}"
+              f" {b:3d} {c:3d} {p:7.4f}")
+    a, b_ = ("few-shot", SC_FORMAT), ("zero-shot", SC_FORMAT)
+    b, c, p = mcnemar_exact(RIGHT[(*a, "calibrated")], RIGHT[(*b_, "calibrated")])
+    print(f"calibrated, few-shot vs zero-shot ({SC_FORMAT}): b = {b}, c = {c}, p = {p:.4f}")
+else:
+    print("tests skipped while autograding")
+
+# %% [markdown]
+# **What the offline stand-in shows** (SmolLM2-135M-Instruct, the model in the banner of the
+# committed run; full mode, n = 48; your numbers differ with another model):
+#
+# - **Label-scored, every template is at chance.** The accuracies range from 0.500 to 0.625 and
+#   every Wilson interval contains 0.5. The cause is a label bias: in 7 of the 10 template ×
+#   format cells the model prefers `NEGATIVO` for every review (`said POSITIVO` 0.000), and
+#   contextual calibration does not rescue it (calibrated 0.500 everywhere but loose raw, 0.583).
+# - **Few-shot vs zero-shot (the planned test): no significant effect.** With the chat template
+#   0.625 vs 0.500 (+0.125; 12 examples only few-shot got right, 6 only zero-shot; p = 0.2379), in
+#   raw text 0.500 vs 0.521 (−0.021, p = 1.0000). **Strict vs loose: none either**: +0.000 with the
+#   chat template, +0.083 in raw text (b = 4, c = 0, p = 0.1250). No line of the table reaches
+#   p < 0.05: on this model the book's §5.5.4 and §5.6.4 effects are not there.
+# - **What the prompt does change is the format of the free answer.** Few-shot parses 0/48 greedy
+#   answers with the chat template and 48/48 as raw text; strict 3/48 vs 30/48. The chat-template
+#   answers echo the message (`Passei o que n`, `Texto: "Adore`), the raw ones continue the
+#   `Sentimento:` slot (`NEGATIVO`): the echo comes from the chat template, while the label the
+#   model prefers does not move (few-shot raw vs chat, label-scored: p = 0.2379). Greedy accuracy
+#   therefore mixes the two questions: few-shot greedy is 0.000 with the chat template and 0.562 raw.
+
+# %% [markdown]
+# ### 9.5 Do templates "reduce the effective entropy"? (Book §5.6.4, measured)
+#
+# The book says the restrictive template "reduz a entropia efetiva" of the answer. We measure it at
+# the label position, per example, in three ways, and report the mean over the examples with a
+# 95 % interval:
+# - $H_\text{next}$: the entropy (nats) of the model's whole next-token distribution — how open the
+#   first token of the answer is;
+# - **label mass**: the probability of the first token of `POSITIVO` plus that of `NEGATIVO` — how
+#   much of that distribution the two labels take;
+# - $H_\text{label}$: the entropy (bits) of the choice between the two labels, from their
+#   log-likelihoods renormalised — 1 bit is a coin flip, 0 a certain choice.
+#
+# The last lines test the differences the book's claims imply, paired by example (mean
+# difference and its interval: an interval that excludes 0 is a real difference).
+
+# %% nbgrader={"grade": false, "grade_id": "entropy", "locked": true, "schema_version": 3, "solution": false, "task": false}
+ENTROPY = {}
+if RUNS:
+    for (name, fmt), run in RUNS.items():
+        first = run["first"]
+        h_next = -(first.exp() * first).sum(-1).double()
+        label_first = [label_token_ids(lab, fmt)[0] for lab in LABELS]
+        mass = first[:, label_first].exp().sum(-1).double()
+        q = torch.softmax(run["scores"], -1)
+        h_label = -(q * torch.log2(q.clamp_min(1e-300))).sum(-1)
+        ENTROPY[(name, fmt)] = {"H_next": h_next.numpy(), "mass": mass.numpy(), "H_label": h_label.numpy()}
+    print(f"model in the banner, n = {len(EVAL)}; mean [95% interval] over the examples")
+    print(f"{'template':16s} {'fmt':4s} {'H_next (nats)':>22s} {'label mass':>22s} {'H_label (bits)':>22s}")
+    for (name, fmt), e in ENTROPY.items():
+        print(f"{name:16s} {fmt:4s} " + " ".join("{:.3f} [{:.3f}, {:.3f}]".format(*mean_ci(e[k])).rjust(22)
+                                               for k in ["H_next", "mass", "H_label"]))
+    print("paired differences (A - B), mean [95% interval]:")
+    for a, b_ in [(("strict", f), ("loose", f)) for f in FORMATS] + [(("strict", f), ("zero-shot", f)) for f in FORMATS] \
+            + [(("few-shot", f), ("zero-shot", f)) for f in FORMATS]:
+        print(f"  {' '.join(a):16s} - {' '.join(b_):16s} " + " ".join(
+            f"{k} " + "{:+.3f} [{:+.3f}, {:+.3f}]".format(*mean_ci(ENTROPY[a][k] - ENTROPY[b_][k]))
+            for k in ["H_next", "mass"]))
+else:
+    print("skipped while autograding")
+
+# %%
+if RESULTS:
+    names = list(TEMPLATES)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.4))
+    x = np.arange(len(names))
+    width = 0.8 / len(FORMATS)
+    for i, fmt in enumerate(FORMATS):
+        acc = np.array([RESULTS[(n, fmt)]["scored"]["accuracy"] for n in names])
+        ci = np.array([wilson(RESULTS[(n, fmt)]["scored"]["n_correct"], len(EVAL)) for n in names])
+        axes[0].bar(x + (i - (len(FORMATS) - 1) / 2) * width, acc, width, yerr=[acc - ci[:, 0], ci[:, 1] - acc],
+                    capsize=3, label=f"{fmt}: label-scored")
+        h = np.array([mean_ci(ENTROPY[(n, fmt)]["H_next"]) for n in names])
+        axes[1].bar(x + (i - (len(FORMATS) - 1) / 2) * width, h[:, 0], width,
+                    yerr=[h[:, 0] - h[:, 1], h[:, 2] - h[:, 0]], capsize=3, label=fmt)
+    axes[0].axhline(0.5, ls="--", c="gray", lw=1, label="chance (balanced set)")
+    axes[0].set_ylim(0, 1)
+    axes[0].set_ylabel("accuracy (95% Wilson)")
+    axes[1].set_ylabel("mean next-token entropy at the label (nats)")
+    for ax in axes:
+        ax.set_xticks(x, names, fontsize=8)
+        ax.set_xlabel("prompt template")
+        ax.legend(fontsize=8)
+    fig.suptitle(f"n = {len(EVAL)} (model in the banner)")
+    plt.tight_layout()
+    plt.show()
+
+# %% [markdown]
+# **What the stand-in shows (section 9.5).** The few-shot *examples*, in raw text, are what concentrates
+# the next-token distribution: 1.367 nats [1.312, 1.421] at the label instead of 4.619 for
+# zero-shot (paired difference −3.253 [−3.349, −3.156]), and the first tokens of the two labels
+# take 0.903 of the probability instead of 0.156. The restrictive *wording* barely moves it: strict
+# − zero-shot in raw text is −0.084 [−0.122, −0.047] nats (real, but small) with a label mass
+# change of +0.000 [−0.008, +0.009]; with the chat template strict *raises* the entropy (+0.310
+# [+0.289, +0.331]) and lowers the label mass (0.041 vs 0.093). Strict vs loose in raw text: +0.747
+# nats more entropy but +0.147 more label mass (the loose `->` is continued with a quote: label
+# mass 0.009). None of this makes the model surer *which* label: the choice between the two
+# stays between 0.696 and 0.800 bits for the raw zero-shot, few-shot, strict and strict few-shot
+# templates (1 bit is a coin). So on this model "templates reduce the effective entropy" holds
+# for the **format** (examples put the answer in the label slot), not for the **decision**, and
+# not for the restrictive instruction.
+
+# %% [markdown]
+# ## 10. Self-consistency as the number of samples grows (Book §5.7)
+#
+# The samples were drawn in section 9.3 (strict few-shot, raw, temperature 1.0, top-k 50, 6 new
+# tokens, seeded). Each is read by your `normalize_label`; the vote over $k$ samples is your
+# `majority_vote` on the first $k$; a tie or no readable sample gives `INDETERMINADO`, which
+# counts as wrong. Odd $k$ cannot tie between two labels, but unreadable samples can still make
+# it tie. We compare the vote with the greedy answer and the label-scored answer of the same
+# template, and test $k = 1$ against $k_{\max}$ with McNemar.
+
+# %% nbgrader={"grade": false, "grade_id": "sweep_sc", "locked": true, "schema_version": 3, "solution": false, "task": false}
+SC_ACC = {}
+if RUNS:
+    samples = [[normalize_label(s) for s in row] for row in RUNS[(SC_TEMPLATE, SC_FORMAT)]["samples"]]
+    print(f"model in the banner, {SC_TEMPLATE} ({SC_FORMAT}), temperature 1.0, top-k 50, n = {len(EVAL)} examples,"
+          f" {K_MAX} samples each; first samples of example 0: {RUNS[(SC_TEMPLATE, SC_FORMAT)]['samples'][0][:4]}")
+    sc_right = {}
+    for k in K_VALUES:
+        votes = [majority_vote(row[:k]) for row in samples]
+        sc_right[k] = [v == d["label"] for v, d in zip(votes, EVAL)]
+        SC_ACC[k] = float(np.mean(sc_right[k]))
+        lo, hi = wilson(sum(sc_right[k]), len(EVAL))
+        readable = np.mean([s is not None for row in samples for s in row[:k]])
+        print(f"k = {k:2d}: vote accuracy {SC_ACC[k]:.3f} [{lo:.3f}, {hi:.3f}] | abstained {votes.count('INDETERMINADO'):2d}"
+              f" | readable samples {readable:.3f} | votes POSITIVO {votes.count('POSITIVO'):2d}")
+    b, c, p = mcnemar_exact(sc_right[K_MAX], sc_right[1])
+    print(f"k = {K_MAX} vs k = 1: b = {b}, c = {c}, McNemar p = {p:.4f}")
+    for kind in ["greedy", "scored"]:
+        r = RESULTS[(SC_TEMPLATE, SC_FORMAT)][kind]
+        b, c, p = mcnemar_exact(sc_right[K_MAX], RIGHT[(SC_TEMPLATE, SC_FORMAT, kind)])
+        print(f"{kind:6s} (one answer), same examples: {r['accuracy']:.3f} | k = {K_MAX} vs {kind}: b = {b}, c = {c},"
+              f" p = {p:.4f}")
 else:
     print("sweep skipped while autograding")
 
 # %%
-if RESULTS:
-    names = list(RESULTS)
-    acc = [RESULTS[n]["accuracy"] for n in names]
-    ci = np.array([wilson(RESULTS[n]["n_correct"], RESULTS[n]["n"]) for n in names])
-    unparsed = [RESULTS[n]["n_unparsed"] / RESULTS[n]["n"] for n in names]
-    fig, ax = plt.subplots(figsize=(7.5, 3.2))
-    x = np.arange(len(names))
-    ax.bar(x - 0.2, acc, 0.4, yerr=[np.array(acc) - ci[:, 0], ci[:, 1] - np.array(acc)], capsize=3, label="accuracy")
-    ax.bar(x + 0.2, unparsed, 0.4, label="share unparsed (None)")
-    ax.axhline(0.5, ls="--", c="gray", lw=1, label="chance (balanced set)")
-    ax.set_xticks(x, names)
+if SC_ACC:
+    fig, ax = plt.subplots(figsize=(5, 3))
+    ax.plot(K_VALUES, [SC_ACC[k] for k in K_VALUES], "o-", label="self-consistency vote")
+    ci = np.array([wilson(round(SC_ACC[k] * len(EVAL)), len(EVAL)) for k in K_VALUES])
+    ax.fill_between(K_VALUES, ci[:, 0], ci[:, 1], alpha=0.2, label="95% Wilson")
+    ax.axhline(RESULTS[(SC_TEMPLATE, SC_FORMAT)]["greedy"]["accuracy"], ls="--", c="C1", label="greedy (one answer)")
+    ax.axhline(RESULTS[(SC_TEMPLATE, SC_FORMAT)]["scored"]["accuracy"], ls=":", c="C2", label="label-scored")
+    ax.set_xlabel("number of samples k")
+    ax.set_ylabel("accuracy")
     ax.set_ylim(0, 1)
-    ax.set_xlabel("prompt template")
-    ax.set_ylabel("fraction of examples")
-    ax.set_title(f"Greedy accuracy per template, n = {len(EVAL)} (model in the banner)")
+    ax.set_xticks(K_VALUES)
+    ax.set_title(f"Self-consistency, n = {len(EVAL)} (model in the banner)")
     ax.legend(fontsize=8)
     plt.tight_layout()
     plt.show()
 
 # %% [markdown]
-# ## 10. Self-consistency as the number of samples grows (Book §5.7)
-#
-# Protocol (fixed, so the numbers are reproducible): for example $i$ and sample $j$ the
-# sampler is seeded with $1000\,i + j$; we draw $k_{\max}$ samples per example once with the
-# book's implicit sampling settings (temperature 1.0, top-k 50), normalize each, and the vote
-# over $k$ samples uses the **first** $k$ of them — so the curve over $k$ compares nested
-# sample sets, not fresh draws. The prompt is the strict few-shot template. A tie or no
-# readable sample gives `INDETERMINADO`, which counts as wrong. Odd $k$ cannot tie between two
-# labels, but `None` samples can still make it tie. Budget: $k_{\max}$ generations per example,
-# so this sweep uses 12 balanced examples and $k \in \{1, 3, 5, 9\}$ in full mode, 4 examples and
-# $k \in \{1, 3, 5\}$ in CI mode — its intervals are wide; say so when you cite it.
-
-# %% nbgrader={"grade": false, "grade_id": "sweep_sc", "locked": true, "schema_version": 3, "solution": false, "task": false}
-K_VALUES = [1, 3, 5] if CI_MODE else [1, 3, 5, 9]
-K_MAX = max(K_VALUES)
-SC_EVAL = balanced_subset(DATA, 0 if AUTOGRADING else (1 if CI_MODE else 3))
-SC_SAMPLES = {}
-if SC_EVAL:
-    for i, d in enumerate(tqdm(SC_EVAL, desc="self-consistency samples")):
-        prompt = TEMPLATES["strict few-shot"](d["text"])
-        SC_SAMPLES[i] = [normalize_label(generate_text(model, tok, prompt, max_new_tokens=5, do_sample=True,
-                                                       temperature=1.0, top_k=50, seed=1000 * i + j))
-                         for j in range(K_MAX)]
-    SC_ACC = {}
-    print(f"model in the banner, strict few-shot, temperature 1.0, top-k 50, n = {len(SC_EVAL)}")
-    for k in K_VALUES:
-        votes = [majority_vote(SC_SAMPLES[i][:k]) for i in range(len(SC_EVAL))]
-        n_ok = sum(v == d["label"] for v, d in zip(votes, SC_EVAL))
-        SC_ACC[k] = n_ok / len(SC_EVAL)
-        lo, hi = wilson(n_ok, len(SC_EVAL))
-        print(f"k = {k}: accuracy {SC_ACC[k]:.3f} [{lo:.3f}, {hi:.3f}] | abstained {votes.count('INDETERMINADO')}"
-              f" | readable samples {np.mean([s is not None for i in SC_SAMPLES for s in SC_SAMPLES[i][:k]]):.3f}")
-    greedy_same = evaluate_accuracy(greedy, SC_EVAL, TEMPLATES["strict few-shot"], normalize_label)
-    print(f"greedy, same examples: {greedy_same['accuracy']:.3f}")
-else:
-    print("sweep skipped while autograding")
-
-# %%
-if SC_SAMPLES:
-    fig, ax = plt.subplots(figsize=(5, 3))
-    ax.plot(K_VALUES, [SC_ACC[k] for k in K_VALUES], "o-", label="self-consistency vote")
-    ax.axhline(greedy_same["accuracy"], ls="--", c="C1", label="greedy (one answer)")
-    ax.set_xlabel("number of samples k")
-    ax.set_ylabel("accuracy")
-    ax.set_ylim(0, 1)
-    ax.set_xticks(K_VALUES)
-    ax.set_title(f"Self-consistency, n = {len(SC_EVAL)} (model in the banner)")
-    ax.legend(fontsize=8)
-    plt.tight_layout()
-    plt.show()
+# **What the stand-in shows (section 10).** Raw text makes the samples readable: 0.917 of them at k = 1
+# and 0.922 over all 15 (`NEGATIVO`, `NEGATIVE\n\nText`, `POSITIVE\n\nN`). The vote scored
+# 0.583 [0.443, 0.712] with one sample, 0.625 at k = 5 and 0.542 [0.403, 0.674] at k = 15; k = 15
+# against k = 1: b = 7, c = 9, p = 0.8036 — **the number of samples has no measurable effect on
+# accuracy**. What it changes is the spread: the `POSITIVO` votes fall from 12 (k = 1) to 2
+# (k = 15) and the abstentions from 4 to 1, i.e. the vote converges on the label the model
+# prefers — the one greedy decoding and label scoring already give (both 0.500 on these
+# examples; k = 15 vs either: b = 2, c = 0, p = 0.5000). That is the book's "redução de variância,
+# não aumento de viés correto" (§5.7.2), measured: voting removes the sampling noise, and with it
+# the lucky right answers; it cannot remove the model's bias toward `NEGATIVO`.
 
 # %% [markdown]
 # The book's own self-consistency prompt (§5.7.1), 10 samples as in the book. The book printed
@@ -889,25 +1337,50 @@ print("VOTO FINAL (self-consistency):", majority_vote([normalize_label(s) for s 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "written_q1_question", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## 11. Reflect (written, graded by hand)
 #
-# **Question (3 pts).** Using the numbers **this notebook printed** (section 9's table and
-# section 10's self-consistency lines; say which model the banner named and how many examples
-# were evaluated):
-# (a) Did few-shot beat zero-shot, and the strict template beat the loose one? Is each difference
-#     larger than the Wilson intervals allow you to call real? Use the "unparsed" column to say
-#     whether the template changed *what the model knows* or *the format of its answer*.
-# (b) What did self-consistency do as $k$ grew, compared with one greedy answer? Relate it to
-#     the book's claim "redução de variância, não aumento de viés correto" (§5.7.2).
+# **Question (3 pts).** Using the numbers **this notebook printed** (sections 9.3–9.5 and 10; say
+# which model the banner named and how many examples were evaluated):
+# (a) Did few-shot beat zero-shot (label-scored), and the strict template beat the loose one?
+#     Quote the accuracies with their Wilson intervals and the McNemar p-values, and say which
+#     differences are real. Then use the other columns (share of `POSITIVO`, calibrated accuracy,
+#     greedy parse rate, chat vs raw) to say whether the prompt changed *which label the model
+#     prefers* or *the format of its answer*, and where the echo of section 9.2 comes from.
+#     Does section 9.5 support "templates reduce the effective entropy"? Which template did, by how much?
+# (b) What did self-consistency do as $k$ grew, compared with one greedy answer and with the
+#     label-scored answer of the same template? Relate it to the book's claim "redução de
+#     variância, não aumento de viés correto" (§5.7.2).
 # (c) In the BANANA experiment, which truncation side lost the instruction, and what would you
 #     do in a chat application whose history outgrows the window?
 
 # %% [markdown] nbgrader={"grade": true, "grade_id": "written_q1", "locked": false, "points": 3, "schema_version": 3, "solution": true, "task": false}
-# **Model answer** (instructor; numbers from the course's full-mode run with the offline stand-in
-# SmolLM2-135M-Instruct — the committed outputs are CI mode's smaller subsets; a student's answer must
-# quote *their* printed numbers).
+# **Model answer** (instructor; numbers from the committed full-mode run, n = 48, with the offline
+# stand-in SmolLM2-135M-Instruct named by the banner — a student on the real FLAN-T5 or another
+# stand-in quotes *their* printed numbers and is graded on the reasoning).
 #
-# (a) n = 48, greedy, 5 new tokens: zero-shot 0.396 [0.270, 0.537] with 7/48 unparsed; few-shot 0.000 [0.000, 0.074], 48/48 unparsed; loose 0.083 [0.033, 0.196], 37/48 unparsed; strict 0.000, 48/48 unparsed; strict few-shot 0.000, 48/48 unparsed. So on this model few-shot did *not* beat zero-shot and the strict template did *not* beat the loose one — the opposite of Book §5.5.4/§5.6.4. The gaps to 0 are real (the intervals do not overlap), but zero-shot itself is no better than chance: its interval contains 0.5, and on the 41 answers it could parse it was right 19 times (46 %). The unparsed column explains the rest: the longer prompts make the 135 M stand-in *continue the review* inside its 5-token budget instead of writing a label, so the differences are about answer **format**, not about what the model knows about sentiment. With the real FLAN-T5 (online) the parsed share is the first thing to compare.
+# (a) Label-scored (log-likelihood of each label after the prompt), few-shot did **not** beat
+# zero-shot significantly: 0.625 [0.484, 0.748] vs 0.500 [0.364, 0.636] with the chat template
+# (b = 12, c = 6, McNemar p = 0.2379), 0.500 vs 0.521 [0.383, 0.655] in raw text (p = 1.0000). Strict
+# did not beat loose either: 0.500 vs 0.500 (chat), 0.583 [0.443, 0.712] vs 0.500 in raw text (b = 4,
+# c = 0, p = 0.1250). No difference is significant and every interval contains 0.5: the stand-in is at
+# chance, because it prefers `NEGATIVO` for nearly every review (`said POSITIVO` 0.000 in 7 of the 10
+# cells), and calibration against `N/A` does not fix it (0.500, loose raw 0.583). What the prompt
+# changed is the **format**: greedy parse rate 0/48 (few-shot, chat) vs 48/48 (few-shot, raw), 3/48 vs
+# 30/48 (strict). The echo comes from the chat template: the prompt becomes a user message and the
+# small model repeats it (section 9.2: `Este filme foi um desperdo de tempo.`), while as raw text the
+# continuation of `Sentimento:` is `NEGATIVO`. Entropy: the few-shot examples in raw text cut the
+# next-token entropy at the label by −3.253 [−3.349, −3.156] nats and raise the label mass from 0.156
+# to 0.903; the strict wording changes it by only −0.084 nats in raw text and *raises* it by +0.310
+# with the chat template; the choice between the two labels stays near 0.696–0.800 bits. So
+# "templates reduce the effective entropy" holds for the examples and the format, not for the
+# decision and not for the restrictive instruction, on this model.
 #
-# (b) n = 12, strict few-shot, temperature 1.0: the vote scored 0.000 at k = 1 (12 abstentions), 0.083 at k = 3 and 5 (11 abstentions) and 0.167 [0.047, 0.448] at k = 9 (10 abstentions); greedy on the same examples scored 0.000, and only ≈ 2 % of the samples were readable at all. More samples only gave the rare readable answer more chances to appear: the rise is abstentions turning into votes, with an interval that still reaches down to 0.05. Voting reduces the variance of the answer; it cannot remove a systematic error (here: the format), which is the book's "redução de variância, não aumento de viés correto". The book's own mixed review gave 2 readable samples out of 10, both NEGATIVO, and the vote NEGATIVO — a vote of 2, which no interval would call a consensus.
+# (b) Strict few-shot, raw, temperature 1.0: 0.917 of the samples were readable; the vote scored
+# 0.583 [0.443, 0.712] at k = 1, 0.625 at k = 5, 0.542 [0.403, 0.674] at k = 15 (k = 15 vs 1: p =
+# 0.8036, no effect); greedy and label-scored both scored 0.500 on the same examples. As k grew the
+# `POSITIVO` votes fell from 12 to 2 and the abstentions from 4 to 1: the vote converged on the
+# model's preferred label. Voting reduces the variance of the answer (the sampling noise, including
+# its lucky right answers) and cannot remove the systematic bias toward `NEGATIVO`: "redução de
+# variância, não aumento de viés correto". The book's own mixed review gave 2 readable samples out
+# of 10 with the chat template (section 10, last cell), both `NEGATIVO`: a vote of 2, no consensus.
 #
 # (c) `side="left"` (keep the tail) dropped the instruction: `instruction kept: False`, the
 # question survived; `side="right"` kept the instruction and lost the question; head + tail kept
@@ -919,10 +1392,15 @@ print("VOTO FINAL (self-consistency):", majority_vote([normalize_label(s) for s 
 #
 # - Fix the model and record which one you loaded (the banner): prompting results are
 #   model-specific; the book, its companion and this notebook disagree on the same greedy prompt.
-# - Compare prompts with greedy decoding and **over a labelled set**, with an interval: a
-#   single sentence proves nothing.
-# - Write the answer parser down (`normalize_label`) and count unreadable answers as errors;
-#   a restrictive template mostly changes the *format* (fewer unparsed answers).
-# - Self-consistency needs sampling, a seed protocol and an abstention rule; it reduces variance
-#   and cannot fix a systematic error.
+# - Compare prompts **over a labelled set**, with an interval, and pair the comparison (McNemar on
+#   the same examples): a single sentence proves nothing, and two overlapping intervals hide how
+#   many examples actually changed.
+# - Separate *which label the model prefers* (score each label's log-likelihood, as evaluation
+#   harnesses do) from *whether it writes it in your format* (free generation + a written-down
+#   parser, `normalize_label`; unreadable answers count as errors). On the stand-in the prompt
+#   changed the second, not the first.
+# - For a chat model, decide between the chat template and raw completion on purpose: the echo
+#   came from the chat template.
+# - Self-consistency needs sampling, a seed protocol, readable samples and an abstention rule; it
+#   reduces variance and cannot fix a systematic error.
 # - The context window is a hard limit: truncate deliberately, and choose the side.

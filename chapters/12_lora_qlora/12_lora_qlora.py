@@ -12,8 +12,11 @@
 # masked out of the loss) with SFT, LoRA and QLoRA on SmolLM2-135M-Instruct, measuring what the
 # book only describes: trainable share, step time, memory, forgetting and a style score.
 #
-# **Book sections.** Book §7.1–§7.3 (framing and formulas), §7.4 (numeric proof, incl. §7.4.9
-# INT4), §7.7–§7.12 (the GPT-2 pipeline, flags below).
+# **Book sections.** Book §7.1–§7.3 (framing and formulas: the objective of §7.3.1 in section 3,
+# §7.3.4 in section 3b), §7.4 (numeric proof, incl. §7.4.9 INT4), §7.7–§7.12 (the GPT-2 pipeline:
+# §7.9's FP16 error, §7.10's GPT-2 LoRA count and §7.11's `prepare_model_for_kbit_training` in
+# section 3b; §7.2.2's two instructions, §7.7's "What is El Niño?" and §7.8's dataset in section 4;
+# the chapter's summary table in section 5).
 #
 # **You will implement (graded).**
 # 1. `LoRALinear` — a LoRA adapter around a frozen `nn.Linear`: init and freezing (2 pts),
@@ -25,11 +28,14 @@
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # Setup: on Colab this installs the course; locally `make lab` already did.
-import importlib.util, subprocess, sys
-if importlib.util.find_spec("course_utils") is None:
-    subprocess.run(["git", "clone", "-q", "--depth", "1", "https://github.com/llm-course/llm-course", "/content/llm-course"], check=True)
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", "/content/llm-course"], check=True)
-    sys.path.insert(0, "/content/llm-course")
+import importlib.util, os, subprocess, sys
+if importlib.util.find_spec("course_utils") is None:  # Colab, or a Python without the course
+    COURSE_DIR = os.environ.get("LLM_COURSE_DIR", "/content/llm-course")
+    REPO = os.environ.get("LLM_COURSE_REPO", "https://github.com/llm-course/llm-course")
+    subprocess.run(["git", "clone", "-q", "--depth", "1", "--branch", "main", REPO, COURSE_DIR], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", COURSE_DIR], check=True)  # keeps Colab's torch
+    importlib.invalidate_caches()  # see the packages pip just installed
+    sys.path.insert(0, COURSE_DIR)
 import course_utils
 DEVICE = course_utils.setup(seed=0)
 
@@ -407,9 +413,22 @@ del _cases, _ins, _r, _alpha, _bias, _lin, _g, _A, _B, _x, _mine, _out
 # %% [markdown]
 # ## 3. The loss of instruction tuning: mask the prompt
 #
+# **The book's objective (Book §7.3.1).** A causal LM with weights $\theta$ factorises a sequence as
+# $p_\theta(x_1, \dots, x_T) = \prod_{t=1}^T p_\theta(x_t \mid x_{<t})$, and training minimises the
+# cross-entropy
+#
+# $$\mathcal{L}(\theta) = -\mathbb{E}_{x \sim \mathcal{D}} \Big[\sum_t \log p_\theta(x_t \mid x_{<t})\Big].$$
+#
+# SFT, LoRA and QLoRA all minimise this same $\mathcal{L}$; they differ in *which* components of
+# $\theta$ may move and in what precision (§7.3.2–§7.3.5). Two details matter in code: the sum runs
+# over *every* token of $x$, prompt included, and `transformers` averages over tokens (a mean, not the
+# book's per-sequence sum: the same minimiser, a learning rate on a different scale).
+#
 # The book's SFT dataset (§7.8) is two bare instructions with `labels = input_ids`: the model
 # learns to *reproduce the instructions*, and the padding `eos` tokens are trained too. What we
-# want is $p(\text{response}\mid\text{prompt})$: the loss counts only the response tokens. With a
+# want is $p(\text{response}\mid\text{prompt})$: the sum of §7.3.1 runs only over the response
+# tokens, $\mathcal{L}(\theta) = -\sum_{b}\sum_{t \in R_b} \log p_\theta(x_{b,t} \mid x_{b,<t}) \big/ \sum_b |R_b|$,
+# with $R_b$ the response positions of row $b$. With a
 # causal LM, position $t$ predicts token $t+1$, so for a row whose first $P$ tokens are the prompt
 # and whose real length is $T_b$ (then right padding), the targets are the tokens
 # $P, \dots, T_b - 1$, predicted at positions $P-1, \dots, T_b-2$. The loss is the mean over all
@@ -577,20 +596,256 @@ del _tiny, _pm, LlamaConfig, LlamaForCausalLM
 ### END HIDDEN TESTS
 
 # %% [markdown]
+# ## 3b. The book's pipeline, piece by piece (Book §7.9–§7.11, §7.3.4)
+#
+# The book's pipeline (§7.7–§7.11) loads GPT-2 and prints nothing we can check. Three of its steps
+# can be run here exactly, without downloading GPT-2 and without a GPU.
+#
+# ### §7.10: the book's LoRA configuration on GPT-2, counted
+# The book adapts GPT-2 with `LoraConfig(r=8, lora_alpha=16, lora_dropout=0.1,
+# target_modules=["c_attn", "c_proj"], bias="none", task_type="CAUSAL_LM")` and says only "Menos de
+# 1% dos parâmetros ficam treináveis". We build GPT-2 small from `GPT2Config()` on PyTorch's `meta`
+# device — every shape of the real model, no memory and no weights (a parameter count needs only the
+# shapes) — and let `peft` count. Then we count by hand: a LoRA pair on a layer $d_\text{in} \to
+# d_\text{out}$ has $r\,(d_\text{in} + d_\text{out})$ parameters.
+
+# %% nbgrader={"grade": false, "grade_id": "gpt2_lora_count", "locked": true, "schema_version": 3, "solution": false, "task": false} tags=["nbval-check-output"]
+from transformers import GPT2Config, GPT2LMHeadModel
+
+BOOK_LORA_CFG = dict(r=8, lora_alpha=16, lora_dropout=0.1, target_modules=["c_attn", "c_proj"], bias="none",
+                     task_type="CAUSAL_LM")                       # Book §7.10, verbatim
+
+
+def gpt2_shaped() -> nn.Module:
+    """GPT-2 small (124 M parameters; the book's §7.7 `MODEL_ID = "gpt2"`) with its real shapes on the
+    meta device: nothing allocated, nothing downloaded."""
+    with torch.device("meta"):
+        return GPT2LMHeadModel(GPT2Config())
+
+
+gpt2_base = gpt2_shaped()
+n_base = sum(p_.numel() for p_ in gpt2_base.parameters())
+gpt2_lora = get_peft_model(gpt2_base, LoraConfig(**BOOK_LORA_CFG))
+gpt2_lora.print_trainable_parameters()
+n_tr_gpt2, n_all_gpt2 = gpt2_lora.get_nb_trainable_parameters()
+adapted = [n.removeprefix("base_model.model.transformer.") for n, m in gpt2_lora.named_modules() if hasattr(m, "lora_A")]
+print(f"GPT-2 small: {n_base:,} parameters; {len(adapted)} adapted layers, block 0's:", [n for n in adapted if n.startswith("h.0.")])
+print("'c_proj' matches by name suffix, so it adapts two layers per block: attn.c_proj and mlp.c_proj")
+shapes = {"attn.c_attn": (768, 3 * 768), "attn.c_proj": (768, 768), "mlp.c_proj": (4 * 768, 768)}  # (d_in, d_out)
+per_block = {k: 8 * (d_in + d_out) for k, (d_in, d_out) in shapes.items()}
+by_hand = 12 * sum(per_block.values())
+print("by hand, per block:", per_block, "=", sum(per_block.values()), "| x 12 blocks =", f"{by_hand:,}")
+print(f"peft: trainable {n_tr_gpt2:,} of {n_all_gpt2:,} = {100 * n_tr_gpt2 / n_all_gpt2:.4f} %  (book: < 1 %)")
+print("all = GPT-2 + adapters:", n_all_gpt2 == n_base + by_hand, "| by hand == peft:", by_hand == n_tr_gpt2)
+attn_only = get_peft_model(gpt2_shaped(), LoraConfig(**{**BOOK_LORA_CFG, "target_modules": ["c_attn", "attn.c_proj"]}))
+n_tr_att, n_all_att = attn_only.get_nb_trainable_parameters()
+print(f"with the attention c_proj only: {n_tr_att:,} trainable = {100 * n_tr_att / n_all_att:.4f} %")
+print("get_peft_model mutated the model it was given (the 'base' now holds adapters):",
+      gpt2_lora.base_model.model is gpt2_base and any("lora_A" in n for n, _ in gpt2_base.named_parameters()))
+assert (n_tr_gpt2, n_all_gpt2) == (811_008, 125_250_816) and by_hand == n_tr_gpt2
+del gpt2_base, gpt2_lora, attn_only
+
+
+# %% [markdown]
+# The count is **811,008 trainable of 125,250,816, 0.6475 %** — under 1 %, as the book says — and it
+# is exact by hand: 67,584 per block × 12. Note the trap in `target_modules=["c_proj"]`: `peft`
+# matches module *names by suffix*, and GPT-2 has two layers called `c_proj` in every block — the
+# attention output projection `attn.c_proj` (768 → 768) and the MLP down-projection `mlp.c_proj`
+# (3072 → 768). The book's configuration therefore adapts three layers per block, not two; with the
+# attention one only, the share would be 0.3542 %. (GPT-2's layers are `Conv1D`, weights stored
+# transposed: `peft` sets `fan_in_fan_out=True` for them and warns.) And, as printed, `get_peft_model`
+# inserts the adapters *into the model it is given*: after §7.10 the book's `base_model` is no longer
+# the base, which is why section 4 loads a fresh model for every method.
+#
+# ### §7.9: the FP16 error is a configuration error
+# The book: "Tentamos inicialmente treinar em FP16 e observamos um erro de escalonamento de
+# gradiente" — and concludes that SFT in low precision "pode ficar instável". The failing
+# configuration is not shown. The usual one is a model *loaded* in float16 (§7.7 loads `base_model`
+# with `torch_dtype=torch.float16` on CUDA) trained with `fp16=True`, i.e. automatic mixed precision
+# with a `GradScaler`. The scaler multiplies the loss by $2^{16}$ so that small float16 gradients do
+# not underflow, and divides the gradients back ("unscale") before the optimizer step — and it
+# refuses to do that on float16 gradients, whose division would itself lose precision. Below, the
+# same three lines of AMP with float16 weights and with float32 ("master") weights.
+
+# %% nbgrader={"grade": false, "grade_id": "fp16_error", "locked": true, "schema_version": 3, "solution": false, "task": false} tags=["nbval-check-output"]
+def amp_step(weights_dtype: torch.dtype) -> nn.Module:
+    """One AMP step (autocast to float16 + GradScaler, what `fp16=True` does) on a layer with the given
+    weights: Book §7.9's "erro de escalonamento de gradiente" with float16 weights."""
+    torch.manual_seed(0)
+    layer = nn.Linear(8, 4).to(weights_dtype)
+    opt = torch.optim.AdamW(layer.parameters(), lr=1e-3)
+    scaler = torch.amp.GradScaler("cpu")
+    x = torch.randn(16, 8)
+    with torch.autocast("cpu", dtype=torch.float16):
+        loss = layer(x.to(weights_dtype)).float().pow(2).mean()
+    scaler.scale(loss).backward()
+    scaler.step(opt)                                   # unscales the gradients, then steps
+    scaler.update()
+    return layer
+
+
+for dt in (torch.float16, torch.float32):
+    try:
+        layer = amp_step(dt)
+        print(f"weights {dt}: the step ran; weights still {layer.weight.dtype}, all finite: {bool(layer.weight.isfinite().all())}")
+    except ValueError as err:
+        print(f"weights {dt}: {type(err).__name__}: {err}")
+
+# %% [markdown]
+# The error is `ValueError: Attempting to unscale FP16 gradients.` — raised *before* any step, by a
+# check, not by an unstable run. It says nothing about SFT in low precision being unstable; the fix
+# is the configuration: keep the trained weights in float32 and let autocast run the matmuls in
+# float16 (`fp16=True` on an fp32-loaded model), or use bfloat16 (`bf16=True`), whose exponent range
+# is float32's and needs no loss scaling.
+#
+# ### §7.3.4 and §7.11: where the gradient goes in QLoRA
+# The book writes $W' = Q(W) + BA$ with $\nabla_{A,B}\mathcal{L} \neq 0$ — right — and adds "não há
+# gradiente passando por $Q(\cdot)$" — imprecise. There is no gradient **to** the quantized weights
+# (they are frozen integer codes), but the gradient must pass **through** the dequantized $Q(W)$:
+# for $y = Q(W)x$, $\partial\mathcal{L}/\partial x = Q(W)^\top\,\partial\mathcal{L}/\partial y$, and
+# without it the adapters of every earlier layer would receive nothing. We check both on one NF4
+# layer, then run the book's §7.11 path on a tiny Llama saved to disk (random weights, same code as
+# for a real checkpoint): `from_pretrained` with the book's `BitsAndBytesConfig`, then
+# `prepare_model_for_kbit_training` — the call the book omits — then `get_peft_model`, one backward
+# pass and one optimizer step. (The book's code also has a typo, `AutoModelForCausallLM`, a `NameError`.)
+
+# %% nbgrader={"grade": false, "grade_id": "qlora_gradients", "locked": true, "schema_version": 3, "solution": false, "task": false}
+import tempfile
+from collections import Counter
+
+import bitsandbytes.functional as bnbF
+from peft import prepare_model_for_kbit_training
+from transformers import AutoModelForCausalLM, BitsAndBytesConfig, LlamaConfig, LlamaForCausalLM
+
+# (1) one NF4 layer: the input gradient is Q(W)^T g, computed with the dequantized weight
+torch.manual_seed(0)
+lin = nn.Linear(64, 32)
+q4 = bnb.nn.Linear4bit(64, 32, bias=True, compute_dtype=torch.float32, quant_type="nf4")
+q4.weight = bnb.nn.Params4bit(lin.weight.data.clone(), requires_grad=False, quant_type="nf4")
+q4.bias = nn.Parameter(lin.bias.data.clone(), requires_grad=False)
+q4 = q4.to("cpu")                                               # .to() quantizes: uint8 codes + absmax per block of 64
+W_deq = bnbF.dequantize_4bit(q4.weight.data, q4.weight.quant_state)   # Q(W), float32
+x = torch.randn(5, 64, requires_grad=True)
+g = torch.randn(5, 32)
+q4(x).backward(g)
+print(f"NF4 layer: weight stored as {q4.weight.dtype} {tuple(q4.weight.shape)}, requires_grad={q4.weight.requires_grad}, "
+      f"grad={q4.weight.grad}")
+print(f"  max |x.grad - g Q(W)| = {(x.grad - g @ W_deq).abs().max().item():.1e}   "
+      f"max |x.grad - g W| = {(x.grad - g @ lin.weight).abs().max().item():.3f}  (the gradient goes through Q(W), not W)")
+
+# (2) the book's §7.11 path on a tiny Llama checkpoint
+tiny_dir = tempfile.mkdtemp()
+torch.manual_seed(0)
+bnb_cfg = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.float16)  # Book §7.11
+with contextlib.redirect_stderr(io.StringIO()):                 # a progress bar and bitsandbytes' CPU notice
+    LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                                 num_key_value_heads=2, tie_word_embeddings=True)).save_pretrained(tiny_dir)
+    model_q = AutoModelForCausalLM.from_pretrained(tiny_dir, quantization_config=bnb_cfg, device_map="cpu", dtype=torch.float16)
+
+
+def describe(m: nn.Module) -> tuple[dict, dict]:
+    """(class, dtype, requires_grad) -> number of parameter tensors, and the flags that
+    prepare_model_for_kbit_training sets (the call Book §7.11 omits)."""
+    kinds = Counter(f"{type(p_).__name__} {str(p_.dtype).removeprefix('torch.')} requires_grad={p_.requires_grad}"
+                    for p_ in m.parameters())
+    return dict(sorted(kinds.items())), {"gradient_checkpointing": m.is_gradient_checkpointing,
+                                         "input-embedding hook": getattr(m, "_require_grads_hook", None) is not None}
+
+
+print("\nloaded in 4 bit:", model_q.is_loaded_in_4bit, "| q_proj is", type(model_q.model.layers[0].self_attn.q_proj).__name__)
+print("before prepare_model_for_kbit_training:", *describe(model_q))
+model_q = prepare_model_for_kbit_training(model_q)
+print("after  prepare_model_for_kbit_training:", *describe(model_q))
+model_qlora = get_peft_model(model_q, LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj", "o_proj"],
+                                                 bias="none", task_type="CAUSAL_LM"))
+packed_before = {n: p_.detach().clone() for n, p_ in model_qlora.named_parameters() if type(p_).__name__ == "Params4bit"}
+adapters_before = {n: p_.detach().clone() for n, p_ in model_qlora.named_parameters() if p_.requires_grad}
+opt = torch.optim.AdamW([p_ for p_ in model_qlora.parameters() if p_.requires_grad], lr=1e-2, weight_decay=0.0)
+ids = torch.randint(0, 64, (2, 12), generator=torch.Generator().manual_seed(0))
+model_qlora.train()
+
+
+def backward_once() -> dict:
+    """Zero the grads, one forward and backward pass on `ids`; returns {name: grad} (Book §7.3.4)."""
+    opt.zero_grad(set_to_none=True)
+    with contextlib.redirect_stderr(io.StringIO()):            # transformers notes that checkpointing turns off the KV cache
+        model_qlora(input_ids=ids, labels=ids).loss.backward()
+    return {n: p_.grad for n, p_ in model_qlora.named_parameters()}
+
+
+def grad_norm(grads: dict, layer: int, proj: str, ab: str) -> float:
+    """Norm of the gradient of lora_A or lora_B of one attention projection of one layer."""
+    return next(g_ for n, g_ in grads.items() if f"layers.{layer}.self_attn.{proj}.lora_{ab}" in n).norm().item()
+
+
+grads = backward_once()
+base4 = [n for n in grads if n in packed_before]
+print(f"\n{len(base4)} 4-bit weights, grad None for all: {all(grads[n] is None for n in base4)}")
+for layer in (0, 1):
+    print(f"layer {layer}: |grad lora_B| q_proj {grad_norm(grads, layer, 'q_proj', 'B'):.2e}, v_proj {grad_norm(grads, layer, 'v_proj', 'B'):.2e}, "
+          f"o_proj {grad_norm(grads, layer, 'o_proj', 'B'):.2e} | |grad lora_A| q_proj {grad_norm(grads, layer, 'q_proj', 'A'):.2e}")
+opt.step()
+print("after one AdamW step: 4-bit codes unchanged:", all(torch.equal(p_, packed_before[n]) for n, p_ in model_qlora.named_parameters()
+                                                     if n in packed_before),
+      "| adapter tensors changed:", sum(not torch.equal(p_, adapters_before[n]) for n, p_ in model_qlora.named_parameters()
+                                       if n in adapters_before), "of", len(adapters_before), "(the B's)")
+grads = backward_once()
+print(f"second backward: |grad lora_A| of layer 0's q_proj {grad_norm(grads, 0, 'q_proj', 'A'):.2e} (B is no longer 0)")
+del lin, q4, W_deq, x, g, model_q, model_qlora, opt, grads, packed_before, adapters_before
+
+# %% [markdown]
+# What the outputs show:
+#
+# * **Through $Q(W)$, not to it.** The NF4 layer's input gradient equals $g\,Q(W)$ to float
+#   rounding and differs from $g\,W$: backpropagation uses the dequantized weights. The 4-bit codes
+#   have `requires_grad=False` and no `.grad`, and stay bit-identical after the optimizer step.
+# * **Adapters behind a quantized layer learn.** The output of `q_proj` and `v_proj` reaches the
+#   loss only through attention and the 4-bit `o_proj` after it; at the first step `o_proj`'s own
+#   adapter is zero ($B = 0$), so the gradient that `q_proj`'s and `v_proj`'s `lora_B` received
+#   (non-zero, printed) went entirely through $Q(W_o)^\top$. If no gradient passed "through
+#   $Q(\cdot)$", these adapters could never train. `lora_A` gets *zero* at the first step:
+#   $\partial\mathcal{L}/\partial A \propto B^\top$ and $B$ starts at 0 (section 2); after one step
+#   $B \ne 0$ and $A$'s gradient is non-zero too (the last line).
+# * **What `prepare_model_for_kbit_training` changed.** It froze every parameter (the 16-bit ones
+#   too: norms, embeddings), cast the non-quantized 16-bit parameters to float32 (stable layer norms
+#   and a float32 output head), enabled gradient checkpointing (activations recomputed in the
+#   backward pass: memory for time) and registered a hook that makes the input embeddings' output
+#   require grad — without it a checkpointed model whose embeddings are frozen would pass no
+#   gradient to the adapters. The book's §7.11 skips this call; with float16 layer norms and no
+#   checkpointing, QLoRA on a real model wastes memory and risks float16 overflow.
+
+# %% [markdown]
 # ## 4. The style task done properly: SFT vs LoRA vs QLoRA on SmolLM2-135M-Instruct
+#
+# **The book's dataset (Book §7.8, §7.2.2).** The book's whole SFT dataset is two instructions,
+# verbatim (§7.2.2 quotes their beginnings as the example of alignment starting "no dataset"):
+#
+# > "You are a meteorology expert. Explain El Niño with a scientific tone."
+# > "You are a casual assistant. Explain El Niño in a friendly, informal way."
+#
+# They set a tone, but there is no answer in either: with `labels = input_ids` the model learns to
+# *recite the instructions*. We keep the book's two styles and its topic and add what is missing.
 #
 # **Data.** `assets/12_lora_qlora/style_pairs.jsonl` holds 42 prompts about El Niño and
 # neighbouring weather topics, each answered twice, written for this course: by a
 # *meteorologist* (precise, technical) and *casually* (friendly, exclamations). We fine-tune the
 # model to answer **casually** — SmolLM2-Instruct's default tone is closer to the neutral,
 # explanatory one — with the prompt in SmolLM2's chat template masked out of the loss (your
-# `masked_lm_loss`). `style_heldout.json` holds six *held-out prompts* (never trained on) and
-# 20 + 20 *style examples* on other weather topics, used only to train the style classifier.
+# `masked_lm_loss`). Ten pairs (drawn with a fixed seed) are **held out**: never trained on, they
+# measure which of the two styles the model prefers on new prompts. `style_heldout.json` holds six
+# more held-out prompts and 20 + 20 *style examples* on other weather topics, used only to train the
+# style classifier; eight further prompts are written in the cell below.
 #
-# **Style score.** A TF-IDF + logistic-regression classifier trained on the held-out style
-# examples gives $P(\text{casual})$ of a text; the style score of a model is the mean
-# $P(\text{casual})$ of its greedy answers to the held-out prompts. We first check that the
-# classifier separates the two styles of the 84 training responses it has never seen.
+# **Two style measures, each per prompt, so that each has an interval.**
+# 1. *Style score* (what a reader sees): a TF-IDF + logistic-regression classifier trained on the
+#    style examples gives $P(\text{casual})$ of a text; we score the greedy answers to the 24
+#    held-out prompts. The classifier is weak (its scale is printed below: it gives the
+#    meteorologist answers and the casual ones mean scores well inside $(0, 1)$), so a shift must be
+#    compared with its noise: a 95 % bootstrap interval over prompts, and for "did it move?" the
+#    *paired* difference after − before on the same prompts, with a sign-flip permutation test.
+# 2. *Style margin* (what the model prefers, no generation, no classifier): on each of the ten
+#    held-out pairs, the mean $-\log p$ per token of the meteorologist answer minus that of the
+#    casual answer, both given the prompt. Positive: the casual answer is the likelier one.
 
 # %% nbgrader={"grade": false, "grade_id": "style_data", "locked": true, "schema_version": 3, "solution": false, "task": false}
 from sklearn.feature_extraction.text import TfidfVectorizer
@@ -599,28 +854,87 @@ from sklearn.pipeline import make_pipeline
 
 PAIRS = [json.loads(line) for line in asset_path("12_lora_qlora/style_pairs.jsonl").read_text().splitlines()]
 HELD = json.loads(asset_path("12_lora_qlora/style_heldout.json").read_text())
+BOOK_PROMPT = "What is El Niño?"                                  # Book §7.7's reference prompt
+BOOK_INSTRUCTIONS = {"meteorologist": "You are a meteorology expert. Explain El Niño with a scientific tone.",
+                     "casual": "You are a casual assistant. Explain El Niño in a friendly, informal way."}   # Book §7.8
+assert PAIRS[0]["prompt"] == BOOK_PROMPT
+_order = np.random.default_rng(0).permutation(np.arange(1, len(PAIRS)))   # pair 0 (the book's prompt) stays in training
+HOLD_IDX = sorted(int(i) for i in _order[:10])
+HOLD_PAIRS = [PAIRS[i] for i in HOLD_IDX]
+TRAIN_PAIRS = [p_ for i, p_ in enumerate(PAIRS) if i not in HOLD_IDX]
+EXTRA_PROMPTS = ["What is a tornado?", "How do clouds form?", "What is the greenhouse effect?", "Why do we have seasons?",
+                 "How does lightning form?", "What is a blizzard?", "What is air pressure?", "How does a weather forecast work?"]
+EVAL_PROMPTS = HELD["held_out_prompts"] + [p_["prompt"] for p_ in HOLD_PAIRS] + EXTRA_PROMPTS   # none is trained on
+assert not set(EVAL_PROMPTS) & {p_["prompt"] for p_ in TRAIN_PAIRS}
+
 ex = HELD["classifier_examples"]
 style_clf = make_pipeline(TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, analyzer="word"),
                           LogisticRegression(C=10.0, max_iter=1000))
 style_clf.fit(ex["meteorologist"] + ex["casual"], [0] * len(ex["meteorologist"]) + [1] * len(ex["casual"]))
 
+
+def style_probs(texts) -> np.ndarray:
+    """P(casual) of each text under the style classifier (a numpy array)."""
+    return style_clf.predict_proba(list(texts))[:, 1]
+
+
 def style_score(texts):
     """Mean P(casual) of the texts under the style classifier."""
-    return float(style_clf.predict_proba(list(texts))[:, 1].mean())
+    return float(style_probs(texts).mean())
 
-acc = np.mean(np.r_[style_clf.predict([p["meteorologist"] for p in PAIRS]) == 0,
-                    style_clf.predict([p["casual"] for p in PAIRS]) == 1])
-print(f"{len(PAIRS)} training pairs, {len(HELD['held_out_prompts'])} held-out prompts")
-print(f"classifier accuracy on the 84 training responses (not seen by the classifier): {acc:.3f}")
-print(f"style score of the meteorologist answers: {style_score(p['meteorologist'] for p in PAIRS):.3f}, "
-      f"of the casual answers: {style_score(p['casual'] for p in PAIRS):.3f}")
+
+def bootstrap_ci(x, n_boot: int = 10_000, seed: int = 0) -> tuple[float, float, float]:
+    """Mean of x and a 95 % percentile-bootstrap interval of the mean (resampling the entries of x)."""
+    x = np.asarray(x, dtype=float)
+    means = x[np.random.default_rng(seed).integers(0, len(x), (n_boot, len(x)))].mean(axis=1)
+    return float(x.mean()), float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
+
+
+def sign_flip_p(d, n_perm: int = 20_000, seed: int = 0) -> float:
+    """Two-sided paired permutation test of mean(d) = 0: flip the sign of each difference at random
+    (all 2^n sign patterns when n <= 16, else n_perm random ones)."""
+    d = np.asarray(d, dtype=float)
+    n = len(d)
+    if n <= 16:
+        signs = ((np.arange(2 ** n)[:, None] >> np.arange(n)) & 1) * 2 - 1
+        return float((np.abs((signs * d).mean(axis=1)) >= abs(d.mean()) - 1e-12).mean())
+    signs = np.random.default_rng(seed).choice([-1, 1], size=(n_perm, n))       # Monte Carlo, plus the observed signs
+    return float(((np.abs((signs * d).mean(axis=1)) >= abs(d.mean()) - 1e-12).sum() + 1) / (n_perm + 1))
+
+
+def ci_text(x, digits: int = 3) -> str:
+    """'mean [lo, hi]' with the 95 % bootstrap interval."""
+    m, lo, hi = bootstrap_ci(x)
+    return f"{m:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+
+
+def paired_text(after, before, digits: int = 3) -> str:
+    """The paired difference after - before (same prompts or rows): 'mean [lo, hi] p=...'."""
+    d = np.asarray(after, dtype=float) - np.asarray(before, dtype=float)
+    p_value = sign_flip_p(d)
+    return f"{ci_text(d, digits)} " + (f"p={p_value:.3f}" if p_value >= 0.001 else "p<0.001")
+
+
+acc = np.mean(np.r_[style_clf.predict([p_["meteorologist"] for p_ in PAIRS]) == 0,
+                    style_clf.predict([p_["casual"] for p_ in PAIRS]) == 1])
+p_met, p_cas = style_probs(p_["meteorologist"] for p_ in PAIRS), style_probs(p_["casual"] for p_ in PAIRS)
+print(f"{len(PAIRS)} pairs: {len(TRAIN_PAIRS)} trained on, {len(HOLD_PAIRS)} held out; {len(EVAL_PROMPTS)} held-out prompts")
+print(f"classifier accuracy on the 84 course responses (not seen by the classifier): {acc:.3f}")
+print(f"style score [95% CI over the 42 prompts]: meteorologist answers {ci_text(p_met)}, casual answers {ci_text(p_cas)}")
+print(f"paired casual - meteorologist, same prompt: {paired_text(p_cas, p_met)}   <- the classifier's full scale")
 
 # %% [markdown]
+# The classifier separates the styles (accuracy above) but compresses them: the mean score of a
+# *perfectly* casual answer set and of a perfectly technical one differ by the paired value printed
+# last, not by 1. A model that moved all the way from one style to the other would move the style
+# score by about that much; anything much smaller than the interval widths is noise.
+#
 # **The pipeline.** The same code runs the three methods; only *what is trainable* and *how the
 # base is stored* change (Book §7.5: "o que muda é a engenharia do gradiente"):
 #
 # * **SFT** — every parameter of the last `K` decoder layers trainable (full fine-tuning restricted to
-#   those layers, to fit the CPU budget; on CUDA all layers, i.e. every parameter but the embeddings), fp32, AdamW lr $5\cdot10^{-5}$.
+#   those layers, to fit the CPU budget; on CUDA all layers, i.e. every parameter but the embeddings),
+#   fp32, AdamW with the book's learning rate (§7.9: $5\cdot10^{-5}$).
 # * **LoRA** — `peft` adapters $r=8$, $\alpha=16$ on all seven projections (q, k, v, o, gate, up,
 #   down) of the last `K` decoder layers, base frozen, lr $10^{-3}$.
 # * **QLoRA** — the same adapters on a base whose linear layers in those `K` layers are
@@ -628,41 +942,60 @@ print(f"style score of the meteorologist answers: {style_score(p['meteorologist'
 #
 # **Honest scope.** To fit the chapter's 5-minute budget on 2 CPU cores, the trained weights, the
 # adapters and the 4-bit base cover the last `K` layers only (`K` = 2 in CI mode, 6 in full mode); on
-# CUDA `K` = all 30. Every model is trained for a handful of steps on batches of 8 short
-# sequences (CI mode: 2 steps — far too few to change a style, the CI run only proves the code runs; full mode: 20 steps ≈ 4 epochs) — enough to see the style move in
-# full mode, not a tuned recipe. Under autograding the runs are skipped (`SKIP_RUNS`): no graded test uses them.
+# CUDA `K` = all 30. Every model is trained on batches of 8 short sequences (full mode: 16 steps,
+# 4 epochs of the 32 training pairs; CI mode: 2 steps, far too few to change a style — the CI run
+# only proves the code runs). Under autograding the runs are skipped (`SKIP_RUNS`): no graded test
+# uses them.
+#
+# **Loss.** Each training step sees a different batch, so the per-step loss mixes progress with
+# batch difficulty (a harder batch at step 2 makes the loss "rise"). The loss we compare is the
+# *fit loss*: the response-only loss of every training pair, before and after, on the same rows.
 #
 # **Memory.** On CPU we report the bytes of the *training state*: weights
 # (`get_memory_footprint()`, 4-bit weights at their packed size) + gradients + AdamW's two moments
 # of the trainable parameters — exact and deterministic, unlike process RSS. On CUDA we also print
 # `torch.cuda.max_memory_allocated()`.
 #
-# **Fresh models.** `get_peft_model` *modifies the model it wraps* (the LoRA layers are inserted
-# into it), so the book's §7.10 "base model" is no longer the base after wrapping. Every method and
+# **Forgetting.** Perplexity on twelve unrelated sentences (cooking, a library, chess, …), and the
+# paired change of each sentence's loss.
+#
+# **Fresh models.** `get_peft_model` *modifies the model it wraps* (section 3b), so every method and
 # the "before" reference load a fresh copy with `load_model`.
 
 # %% nbgrader={"grade": false, "grade_id": "pipeline", "locked": true, "schema_version": 3, "solution": false, "task": false}
 ON_CUDA = DEVICE.type == "cuda" if hasattr(DEVICE, "type") else str(DEVICE).startswith("cuda")
 N_LAYERS = 30
 K = N_LAYERS if ON_CUDA else (2 if CI_MODE else 6)
-STEPS = 2 if CI_MODE else 20
+STEPS = 2 if CI_MODE else 16
 BATCH = 8
 MAX_NEW = 16 if CI_MODE else 40
-GEN_PROMPTS = HELD["held_out_prompts"][:2] if CI_MODE else HELD["held_out_prompts"]
+GEN_PROMPTS = EVAL_PROMPTS[:4] if CI_MODE else EVAL_PROMPTS
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 LAST_K = list(range(N_LAYERS - K, N_LAYERS))
-UNRELATED = ("The recipe asks for two cups of flour, a pinch of salt and three eggs. Mix the dry ingredients "
-             "first, then add the eggs one at a time and stir until the dough is smooth. The city library "
-             "opens at nine on weekdays and closes early on Saturdays. Its oldest book, a printed atlas from "
-             "the sixteenth century, is kept in a glass case near the entrance. Chess players often open with "
-             "the king's pawn, because it frees the queen and the bishop at once.")
+UNRELATED = [
+    "The recipe asks for two cups of flour, a pinch of salt and three eggs.",
+    "Mix the dry ingredients first, then add the eggs one at a time and stir until the dough is smooth.",
+    "The city library opens at nine on weekdays and closes early on Saturdays.",
+    "Its oldest book, a printed atlas from the sixteenth century, is kept in a glass case near the entrance.",
+    "Chess players often open with the king's pawn, because it frees the queen and the bishop at once.",
+    "The train to the coast leaves every hour and takes a little under two hours.",
+    "She tuned the old piano before the concert, one string at a time.",
+    "A good bicycle chain should be cleaned and oiled every few hundred kilometres.",
+    "The museum's new wing shows paintings by artists from the early twentieth century.",
+    "To solve the equation, subtract three from both sides and divide by two.",
+    "The children planted tomatoes and beans in the small garden behind the school.",
+    "Our team meets every Monday morning to plan the work of the week.",
+]
+
 
 def fresh_model():
     model, tok = load_model(SMOLLM2, verbose=False)
     return model.to(DEVICE), tok
 
+
 if not SKIP_RUNS:                                            # under autograding nothing below runs
     _, TOK = load_model(SMOLLM2, verbose=True)                 # the banner says which weights are in use
+
 
 def encode_pair(prompt, response):
     """(ids, prompt length): SmolLM2's chat template for the prompt, then the response and <|im_end|>."""
@@ -670,34 +1003,76 @@ def encode_pair(prompt, response):
     r_ids = TOK(response + "<|im_end|>", add_special_tokens=False)["input_ids"]
     return p_ids + r_ids, len(p_ids)
 
-TRAIN = [encode_pair(p["prompt"], p["casual"]) for p in PAIRS] if not SKIP_RUNS else []
+
+if not SKIP_RUNS:
+    TRAIN = [encode_pair(p_["prompt"], p_["casual"]) for p_ in TRAIN_PAIRS]
+    HOLD_ROWS = {s_: [encode_pair(p_["prompt"], p_[s_]) for p_ in HOLD_PAIRS] for s_ in ("meteorologist", "casual")}
+
+
+def collate(rows: list) -> tuple:
+    """Right-padded batch (ids, mask, prompt lengths) of (ids, prompt length) rows."""
+    T = max(len(ids) for ids, _ in rows)
+    ids = torch.full((len(rows), T), TOK.pad_token_id, dtype=torch.long)
+    mask = torch.zeros(len(rows), T, dtype=torch.long)
+    for b, (r, _) in enumerate(rows):
+        ids[b, :len(r)] = torch.tensor(r)
+        mask[b, :len(r)] = 1
+    return ids.to(DEVICE), mask.to(DEVICE), [pl for _, pl in rows]
+
 
 def batches(seed=0):
-    """Endless stream of right-padded batches (ids, mask, prompt lengths), reshuffled every epoch."""
+    """Endless stream of right-padded training batches, reshuffled every epoch (the same for every method)."""
     g = torch.Generator().manual_seed(seed)
     while True:
         order = torch.randperm(len(TRAIN), generator=g).tolist()
         for i in range(0, len(order) - BATCH + 1, BATCH):
-            rows = [TRAIN[j] for j in order[i:i + BATCH]]
-            T = max(len(ids) for ids, _ in rows)
-            ids = torch.full((len(rows), T), TOK.pad_token_id, dtype=torch.long)
-            mask = torch.zeros(len(rows), T, dtype=torch.long)
-            for b, (r, _) in enumerate(rows):
-                ids[b, :len(r)] = torch.tensor(r); mask[b, :len(r)] = 1
-            yield ids.to(DEVICE), mask.to(DEVICE), [pl for _, pl in rows]
+            yield collate([TRAIN[j] for j in order[i:i + BATCH]])
+
 
 @torch.no_grad()
-def perplexity(model, text):
-    ids = TOK(text, return_tensors="pt")["input_ids"].to(DEVICE)
-    return math.exp(model(ids, labels=ids).loss.item())
+def response_nll(model, rows: list) -> np.ndarray:
+    """Per-row mean -log p of the response tokens (your masked_lm_loss on one row at a time)."""
+    out = []
+    for i in range(0, len(rows), BATCH):
+        ids, mask, plen = collate(rows[i:i + BATCH])
+        logits = model(input_ids=ids, attention_mask=mask).logits
+        out += [masked_lm_loss(logits[b:b + 1], ids[b:b + 1], plen[b:b + 1], mask[b:b + 1]).item() for b in range(len(plen))]
+    return np.array(out)
+
+
+@torch.no_grad()
+def sentence_nll(model, texts: list) -> tuple[np.ndarray, np.ndarray]:
+    """(per-text mean -log p per token, per-text token count) for plain texts (no chat template)."""
+    nll, n = [], []
+    for t in texts:
+        ids = TOK(t, return_tensors="pt")["input_ids"].to(DEVICE)
+        nll.append(model(ids, labels=ids).loss.item())
+        n.append(ids.shape[1] - 1)
+    return np.array(nll), np.array(n)
+
+
+def evaluate(model, system: str | None = None) -> dict:
+    """Everything we measure on a model: greedy answers (the book's §7.7 prompt, then the held-out prompts)
+    and their style, the held-out style margins, the fit loss on the training pairs, the unrelated text
+    (Book §7.12: a reference behaviour measured the same way before and after)."""
+    gens = generate_text(model, TOK, [BOOK_PROMPT] + list(GEN_PROMPTS), max_new_tokens=MAX_NEW, batch=True, system=system)
+    res = dict(book=gens[0], gens=gens[1:], style=style_probs(gens[1:]))
+    if system is None:
+        res["margin"] = response_nll(model, HOLD_ROWS["meteorologist"]) - response_nll(model, HOLD_ROWS["casual"])
+        res["fit"] = response_nll(model, TRAIN)
+        res["unrel"], n_tok = sentence_nll(model, UNRELATED)
+        res["ppl"] = math.exp(float((res["unrel"] * n_tok).sum() / n_tok.sum()))
+    return res
+
 
 def train_state_bytes(model):
-    trainable = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+    trainable = sum(p_.numel() * p_.element_size() for p_ in model.parameters() if p_.requires_grad)
     return model.get_memory_footprint() + 3 * trainable          # weights + grads + AdamW m and v
 
+
 def train(model, lr, name):
-    """A plain training loop with the student's masked_lm_loss. Returns (losses, seconds per step)."""
-    params = [p for p in model.parameters() if p.requires_grad]
+    """A plain training loop with the student's masked_lm_loss. Returns (losses, seconds of each step)."""
+    params = [p_ for p_ in model.parameters() if p_.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     model.train()
     losses, times = [], []
@@ -710,17 +1085,15 @@ def train(model, lr, name):
         logits = model(input_ids=ids, attention_mask=mask).logits
         loss = masked_lm_loss(logits, ids, plen, mask)
         loss.backward()
-        opt.step(); opt.zero_grad(set_to_none=True)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
         if ON_CUDA:
             torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
         losses.append(loss.item())
     model.eval()
-    return losses, float(np.median(times[1:] if len(times) > 1 else times))
+    return losses, np.array(times)
 
-def answers(model):
-    """Greedy answers to the held-out prompts, generated as one left-padded batch (same tokens, faster)."""
-    return generate_text(model, TOK, list(GEN_PROMPTS), max_new_tokens=MAX_NEW, batch=True)
 
 def quantize_last_layers_4bit(model, layers, compute_dtype):
     """Replace the nn.Linear modules of the given decoder layers by bitsandbytes NF4 Linear4bit."""
@@ -734,24 +1107,44 @@ def quantize_last_layers_4bit(model, layers, compute_dtype):
                     setattr(parent, name, q.to(DEVICE))        # .to() quantizes the weight
     return model
 
+
 LORA_CFG = dict(r=8, lora_alpha=16, lora_dropout=0.0, target_modules=TARGETS, layers_to_transform=LAST_K,
                 bias="none", task_type="CAUSAL_LM")
-print(f"device {DEVICE} | adapters/4-bit on the last K={K} layers | {STEPS} steps of {BATCH} sequences")
+print(f"device {DEVICE} | adapters/4-bit on the last K={K} layers | {STEPS} steps of {BATCH} sequences "
+      f"| {len(GEN_PROMPTS)} held-out prompts, {MAX_NEW} new tokens")
 
 # %% [markdown]
-# ### Before: the untouched base
+# ### Before: the untouched base, and the book's two instructions as a system prompt
+# The book's instructions are a way to get a style *without training*: we give each one to the base
+# model as its system prompt. This is also a positive control for the style score — if prompting for
+# a casual tone does not move it, a fine-tuned model's score cannot be read either.
 
 # %% nbgrader={"grade": false, "grade_id": "run_base", "locked": true, "schema_version": 3, "solution": false, "task": false}
-RESULTS, GENS = {}, {}
+RESULTS, EVALS = {}, {}
 if not SKIP_RUNS:
     base, _ = fresh_model()
-    n_tr, n_all = count_trainable(base)
-    GENS["base"] = answers(base)
-    RESULTS["base"] = dict(trainable=0, total=n_all, step_s=float("nan"), state_mib=base.get_memory_footprint() / 2**20,
-                           ppl=perplexity(base, UNRELATED), style=style_score(GENS["base"]), losses=[])
+    EVALS["base"] = evaluate(base)
+    RESULTS["base"] = dict(trainable=0, total=count_trainable(base)[1], step_s=np.array([np.nan]),
+                           state_mib=base.get_memory_footprint() / 2**20, losses=[])
+    for s_, instr in BOOK_INSTRUCTIONS.items():
+        EVALS[f"base+{s_[:5]}."] = evaluate(base, system=instr)
     del base
-    print("style score of the base model's answers:", round(RESULTS["base"]["style"], 3))
+    b_style = EVALS["base"]["style"]
+    print(f"style score [95% CI over {len(b_style)} prompts]: base {ci_text(b_style)}")
+    for k in ("base+meteo.", "base+casua."):
+        print(f"  {k:12s} {ci_text(EVALS[k]['style'])}   paired change vs base: {paired_text(EVALS[k]['style'], b_style)}")
+    print(f"style margin of the base [95% CI over {len(HOLD_PAIRS)} held-out pairs]: {ci_text(EVALS['base']['margin'])} nats/token")
 
+
+# %% [markdown]
+# **What the base shows** (SmolLM2-135M-Instruct, the offline stand-in named by the banner; the
+# numbers are this notebook's full-mode run). Its answers score 0.544 [0.506, 0.581] — between the
+# course's meteorologist answers (0.403) and casual ones (0.702) — and it has no preference between
+# the two styles of the held-out pairs (margin 0.040, interval from −0.424 to 0.480). The book's
+# instructions as a system prompt barely move it: the casual one by 0.046 [0.001, 0.087], p = 0.054
+# (at the edge of noise; one answer drifts off topic), the meteorologist one not at all (−0.004,
+# p = 0.899). A 135 M model mostly ignores a style instruction; a shift from training has to be
+# compared with these.
 
 # %% [markdown]
 # ### SFT, LoRA, QLoRA — the same loop
@@ -769,91 +1162,176 @@ def run(method):
         model = get_peft_model(model, LoraConfig(**LORA_CFG))       # mutates `model`: that is why it is fresh
     n_tr, n_all = count_trainable(model)
     losses, step_s = train(model, lr=5e-5 if method == "SFT" else 1e-3, name=method)
-    GENS[method] = answers(model)
+    EVALS[method] = evaluate(model)
     RESULTS[method] = dict(trainable=n_tr, total=n_all, step_s=step_s, state_mib=train_state_bytes(model) / 2**20,
-                           ppl=perplexity(model, UNRELATED), style=style_score(GENS[method]), losses=losses,
-                           cuda_peak_mib=torch.cuda.max_memory_allocated() / 2**20 if ON_CUDA else None)
+                           losses=losses, cuda_peak_mib=torch.cuda.max_memory_allocated() / 2**20 if ON_CUDA else None)
     del model
+
 
 if not SKIP_RUNS:
     for method in ("SFT", "LoRA", "QLoRA"):
         run(method)
-    print(f"{'method':7s} {'trainable':>11s} {'share %':>8s} {'s/step':>7s} {'state MiB':>10s} "
-          f"{'ppl unrelated':>14s} {'style P(casual)':>16s}  loss first -> last")
+    BASE_EV = EVALS["base"]
+    print(f"{'method':7s} {'trainable':>11s} {'share %':>8s} {'s/step':>7s} {'state MiB':>10s} {'fit loss':>9s} "
+          f"{'ppl unrel.':>10s} {'style P(casual)':>16s} {'style margin':>13s}")
     for k, r in RESULTS.items():
-        loss_txt = f"{r['losses'][0]:.3f} -> {r['losses'][-1]:.3f}" if r["losses"] else ""
-        print(f"{k:7s} {r['trainable']:11,d} {100 * r['trainable'] / r['total']:8.3f} {r['step_s']:7.2f} "
-              f"{r['state_mib']:10.0f} {r['ppl']:14.2f} {r['style']:16.3f}  {loss_txt}")
+        e = EVALS[k]
+        step_txt = f"{np.median(r['step_s'][1:]):7.2f}" if len(r["step_s"]) > 1 else f"{'-':>7s}"
+        print(f"{k:7s} {r['trainable']:11,d} {100 * r['trainable'] / r['total']:8.3f} {step_txt} {r['state_mib']:10.0f} "
+              f"{e['fit'].mean():9.3f} {e['ppl']:10.2f} {e['style'].mean():16.3f} {e['margin'].mean():13.3f}")
+    print("\nPaired changes vs the base: mean [95% bootstrap CI] and sign-flip p-value")
+    for k in ("SFT", "LoRA", "QLoRA"):
+        e = EVALS[k]
+        print(f"{k:6s} style score {paired_text(e['style'], BASE_EV['style'])} ({len(BASE_EV['style'])} prompts) | "
+              f"style margin {paired_text(e['margin'], BASE_EV['margin'])} ({len(BASE_EV['margin'])} pairs)")
+        print(f"{'':6s} fit loss {paired_text(e['fit'], BASE_EV['fit'])} ({len(BASE_EV['fit'])} pairs) | "
+              f"unrelated-text loss {paired_text(e['unrel'], BASE_EV['unrel'])} ({len(BASE_EV['unrel'])} sentences)")
+    e, b_ = EVALS["QLoRA"], EVALS["LoRA"]
+    print(f"QLoRA - LoRA (paired): style score {paired_text(e['style'], b_['style'])} | style margin "
+          f"{paired_text(e['margin'], b_['margin'])}\n{'':21s}fit loss {paired_text(e['fit'], b_['fit'])} | "
+          f"unrelated-text loss {paired_text(e['unrel'], b_['unrel'])}")
+    print("\nTraining loss per step (a different batch each step):")
+    for k in ("SFT", "LoRA", "QLoRA"):
+        print(f"  {k:6s}", " ".join(f"{v:.3f}" for v in RESULTS[k]["losses"]))
+    if len(RESULTS["LoRA"]["step_s"]) > 2:
+        ratio = RESULTS["QLoRA"]["step_s"][1:] / RESULTS["LoRA"]["step_s"][1:]   # the same batches, step by step
+        print(f"QLoRA / LoRA step time, paired by step: {ci_text(ratio, 2)}")
+    if ON_CUDA:
+        print("CUDA peak MiB:", {k: round(RESULTS[k]["cuda_peak_mib"]) for k in ("SFT", "LoRA", "QLoRA")})
 
 # %% [markdown]
 # The numbers above are from SmolLM2-135M-Instruct (the banner says which weights) on this
 # machine; step times on a shared 2-core CPU are noisy. Read them as follows.
 #
-# * **Trainable share.** SFT trains every weight of the last `K` layers (all 30 on CUDA); LoRA/QLoRA train well under 1 % (the book's
-#   "menos de 1%", §7.10; the share depends on `K` and on which projections get adapters).
+# * **Trainable share.** SFT trains every weight of the last `K` layers (all 30 on CUDA); LoRA/QLoRA
+#   train well under 1 % (the book's "menos de 1%", §7.10; the share depends on `K` and on which
+#   projections get adapters).
 # * **Memory.** The SFT training state adds 3× the trained weights (grads + two AdamW moments;
-#   ≈ 4× the fp32 weights when everything is trained); LoRA's is barely more than the weights; QLoRA saves on top only the bytes of the
-#   quantized layers (all of them on CUDA). For a 135 M model this is small change — 4-bit starts
-#   to pay when the *frozen weights* dominate the budget (billions of parameters on one GPU).
+#   ≈ 4× the fp32 weights when everything is trained); LoRA's is barely more than the weights; QLoRA
+#   saves on top only the bytes of the quantized layers (all of them on CUDA). For a 135 M model this
+#   is small change — 4-bit starts to pay when the *frozen weights* dominate the budget (billions of
+#   parameters on one GPU).
 # * **Step time.** Every forward and backward pass of QLoRA dequantizes the 4-bit weights before
 #   an ordinary matmul. With a training batch (8 sequences of ≈ 100 tokens) the matmuls dominate
-#   and that decoding is cheap: in the course's full-mode CPU run a QLoRA step took 1.68 s against
-#   LoRA's 1.84 s (within the noise of a 2-core machine). For one token at a time — generation,
-#   chapter 11 — the same decoding dominates and 4-bit is many times slower. Memory, not speed, is
-#   what 4 bits buy (Book §6.5–§6.7 says the same).
-# * **Forgetting.** Perplexity on an unrelated paragraph (cooking, a library, chess) before vs
-#   after: the methods that move fewer weights should move it less.
+#   and that decoding should cost little. On a shared 2-core CPU the measured ratio is not stable:
+#   the methods run one after the other, so a change in the load of other processes between two
+#   runs is *not* removed by pairing steps, and the interval printed covers the steps of one run
+#   only. The committed run printed the ratio above; two earlier full-mode runs of this notebook,
+#   measured on the same machine, gave 1.00 and 1.02. Read it as "no reliable difference measured
+#   here". For one token at a time — generation, chapter 11 — the decoding dominates and 4-bit is
+#   many times slower. Memory, not speed, is what 4 bits buy (Book §6.5–§6.7 says the same).
+# * **Loss and style.** Compare the *paired* changes: an interval that contains 0 (or a large p) means
+#   this run cannot tell the method from no training at all. The figure below draws each model's own
+#   interval, and those overlap: the prompts differ from one another far more than the models do.
+#   Pairing each prompt with itself before and after removes that spread.
+#
+# **What this run shows** (the committed full-mode run: SmolLM2-135M-Instruct, the offline stand-in,
+# `K` = 6, 16 steps; a run on the hub weights gives other values).
+# *The loss falls.* The fit loss on the 32 training pairs drops from 3.567 to 2.663 (SFT), 2.539
+# (LoRA) and 2.578 (QLoRA): paired changes of −0.904, −1.028 and −0.989 nats/token, intervals far
+# from 0. The per-step training loss zig-zags (3.673, 3.243, 3.601, …) because each step sees a
+# different batch; that zig-zag is what made a 2-step run look like a rising loss.
+# *The style moved for LoRA and QLoRA, not for SFT.* Style score +0.088 [0.036, 0.136] (p = 0.004)
+# for LoRA and +0.122 [0.084, 0.158] for QLoRA; style margin +0.341 [0.206, 0.480] and +0.362
+# [0.240, 0.494] — both measures agree, and both exceed what the book's casual instruction did as a
+# prompt (+0.046). SFT with the book's learning rate fits the training answers (fit loss −0.904) but
+# its held-out style did not move: score −0.023 [−0.064, 0.022], p = 0.319; margin +0.026
+# [−0.084, 0.122], p = 0.656. Sixteen steps at $5\cdot10^{-5}$ learn the content of the answers, not
+# a tone that transfers to new prompts; LoRA's higher learning rate on few parameters does. All shifts
+# stay well short of the classifier's full scale (0.299): a partial style change, visible in the
+# generations ("El Niño is a pretty cool thing!") together with a cost no score here measures —
+# repetitive, sometimes wrong content ("warm air gets warm and rises, and cool air gets cool").
+# *No forgetting is detectable*: the loss on the unrelated sentences went *down* for all three
+# (−0.074 [−0.097, −0.047], −0.139 [−0.179, −0.098], −0.075 [−0.148, 0.016]); 16 steps on 6 layers
+# are far from overwriting what the model knows.
+# *QLoRA vs LoRA*, paired on the same prompts and rows: the 4-bit base costs a little fit (fit loss
+# +0.040 [0.017, 0.064], p = 0.002; at the first step 3.746 vs 3.673 on the same batch, the
+# quantization error) and nothing consistent in style (score +0.034 [0.007, 0.063], p = 0.024, but
+# margin +0.021 [−0.035, 0.074], p = 0.486). Step time: 4.11 s vs 2.85 s, ratio 1.35 [1.23, 1.46]
+# paired step by step in this run — but see the step-time note above: on this shared CPU the ratio
+# moves from run to run more than that interval says.
 
 # %% nbgrader={"grade": false, "grade_id": "generations", "locked": true, "schema_version": 3, "solution": false, "task": false}
 if not SKIP_RUNS:
-    for i, q in enumerate(GEN_PROMPTS):
+    print(f"### {BOOK_PROMPT}   (Book §7.7's reference prompt; a training prompt here, so this shows fit, not generalisation)")
+    for k in EVALS:
+        print(f"  [{k:11s}] {EVALS[k]['book']!r}")
+    for i, q in enumerate(GEN_PROMPTS[:6]):
         print(f"### {q}")
-        for k in GENS:
-            print(f"  [{k:5s}] {GENS[k][i]!r}")
-    fig, ax = plt.subplots(1, 2, figsize=(10, 3.2))
+        for k in EVALS:
+            print(f"  [{k:11s}] P(casual)={EVALS[k]['style'][i]:.2f} {EVALS[k]['gens'][i]!r}")
+    fig, ax = plt.subplots(1, 3, figsize=(14, 3.4))
     for k in ("SFT", "LoRA", "QLoRA"):
         ax[0].plot(range(1, len(RESULTS[k]["losses"]) + 1), RESULTS[k]["losses"], marker="o", label=k)
-    ax[0].set_xlabel("training step"); ax[0].set_ylabel("response-only loss (nats/token)")
+    ax[0].set_xlabel("training step (a different batch each step)"); ax[0].set_ylabel("response-only loss (nats/token)")
     ax[0].set_title("Training loss, SmolLM2-135M-Instruct"); ax[0].legend()
-    names = list(RESULTS)
-    ax[1].bar(names, [RESULTS[k]["style"] for k in names], color="tab:orange")
-    ax[1].set_ylabel("mean P(casual) on held-out prompts"); ax[1].set_ylim(0, 1)
-    ax[1].set_title("Style score of greedy answers")
+    names = list(EVALS)
+    cis = np.array([bootstrap_ci(EVALS[k]["style"]) for k in names])
+    ax[1].errorbar(range(len(names)), cis[:, 0], yerr=[cis[:, 0] - cis[:, 1], cis[:, 2] - cis[:, 0]], fmt="o", capsize=4)
+    ax[1].axhline(p_met.mean(), ls="--", c="tab:blue", lw=1, label="course meteorologist answers")
+    ax[1].axhline(p_cas.mean(), ls="--", c="tab:orange", lw=1, label="course casual answers")
+    ax[1].set_xticks(range(len(names)), names, rotation=20); ax[1].set_ylim(0, 1); ax[1].legend(fontsize=7)
+    ax[1].set_ylabel("style score: mean P(casual), 95% CI"); ax[1].set_title("Style of the greedy answers (held-out prompts)")
+    m_names = [k for k in names if "margin" in EVALS[k]]
+    cis = np.array([bootstrap_ci(EVALS[k]["margin"]) for k in m_names])
+    ax[2].errorbar(range(len(m_names)), cis[:, 0], yerr=[cis[:, 0] - cis[:, 1], cis[:, 2] - cis[:, 0]], fmt="o", capsize=4)
+    ax[2].axhline(0, c="k", lw=0.8); ax[2].set_xticks(range(len(m_names)), m_names)
+    ax[2].set_ylabel("NLL(meteo.) - NLL(casual), nats/token"); ax[2].set_title("Style margin on held-out pairs, 95% CI")
     plt.tight_layout(); plt.show()
 
 # %% [markdown]
 # ## 5. Reflect
 #
-# **What the book gets right, and what it leaves out.** The proof of §7.4 is right up to two
-# rounded losses (1.0019 → 0.9429). Its pipeline (§7.7–§7.11) cannot show a style change: the
-# dataset has no responses, padding is trained, `get_peft_model` mutates the "base" used as
-# reference, and nothing is measured. With responses, a masked loss, fresh models and a style
-# classifier, "the style changed" becomes a number you can compare across methods.
+# **The book's summary (Síntese), with what this notebook measured.** The first three columns are
+# the book's table (translated); the last says where this notebook checks it.
+#
+# | Technique | What changes (book) | Cost (book) | Checked here |
+# |---|---|---|---|
+# | SFT | all the weights | very high | section 4: trainable share, training-state memory (3 × the trained weights on top), fit loss, forgetting |
+# | LoRA | a subspace | low | section 1 (the rank-1 step), section 2 (your layer = `peft`'s), section 3b (811,008 trainable on GPT-2, 0.6475 %), section 4 |
+# | QLoRA | subspace + INT4 | very low | section 1 (§7.4.9), section 3b (gradient through $Q(W)$, 4-bit codes frozen), section 4 (memory of the 4-bit layers; step time paired with LoRA) |
+#
+# "Fine-tuning moderno não é escolher técnica. É decidir onde, quanto e em que precisão mexer nos
+# pesos" (Book, Síntese). **What the book gets right, and what it leaves out.** The proof of §7.4 is
+# right up to two rounded losses (1.0019 → 0.9429). Its pipeline (§7.7–§7.11) cannot show a style
+# change: the dataset has no responses, padding is trained, `get_peft_model` mutates the "base" used as
+# reference, the FP16 error is a configuration error, `prepare_model_for_kbit_training` is missing, and
+# nothing is measured. With responses, a masked loss, fresh models, held-out prompts and intervals,
+# "the style changed" becomes a claim you can check — or refute.
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "written_q1_question", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ### Written question (2 points)
-# Using the numbers this notebook printed (the results table and the generations): (a) what
-# share of the parameters did LoRA train, and how does its training-state memory compare with
-# SFT's? (b) Did the style score move, for which method most, and did perplexity on the unrelated
-# paragraph move with it (forgetting)? (c) What did the 4-bit base buy on this machine, and what
-# did it cost? Cite the values.
+# Using the numbers this notebook printed (the results table, the paired changes and the
+# generations): (a) what share of the parameters did LoRA train, and how does its training-state
+# memory compare with SFT's? (b) Did the style move, for which method, and is the change larger
+# than its noise (cite an interval or a p-value, for the style score and for the style margin)? Did
+# the loss on the unrelated sentences move with it (forgetting)? (c) What did the 4-bit base buy on
+# this machine, and what did it cost? Cite the values.
 
 # %% [markdown] nbgrader={"grade": true, "grade_id": "written_q1", "locked": false, "points": 2, "schema_version": 3, "solution": true, "task": false}
-# **Model answer** (numbers from the course's full-mode CPU run, `K` = 6 layers, 20 steps; your
-# run's values may differ).
-# (a) LoRA trained 488,448 parameters, 0.362 % of the model (SFT: 21,240,576 = 15.79 %, the whole
-# last 6 layers). Training state: LoRA 521 MiB, barely more than the 513 MiB of fp32 weights;
-# SFT 756 MiB, because gradients and two AdamW moments add 3 × 81 MiB for the trained layers (trained
-# on every layer, SFT's state would be ≈ 4 × 513 MiB ≈ 2 GiB).
-# (b) The style score (mean P(casual) of the greedy answers) moved from 0.513 (base) to 0.669 (LoRA)
-# and 0.661 (QLoRA); SFT with lr 5·10⁻⁵ barely moved it (0.515) in 20 steps. The answers show it:
-# LoRA's "Snow is snow! It forms when water from the air gets cold…" vs the base's "Snow formation is
-# a complex process…". Perplexity on the unrelated paragraph did not move with style: 26.66 (base) →
-# 25.79 (SFT), 24.97 (LoRA), 27.83 (QLoRA) — no sign of forgetting after 20 steps, and LoRA even
-# lowered it; the changes are small next to what a longer run could do, and the answers also show a
-# cost the perplexity misses ("The sky is cloudy because it gets cloudy when it gets cloudy").
+# **Model answer** (numbers from the committed full-mode CPU run of SmolLM2-135M-Instruct — the
+# offline stand-in: the real weights after Q4_1 rounding —, `K` = 6 layers, 16 steps; your run's
+# values may differ).
+# (a) LoRA trained 488,448 parameters, 0.362 % of the model (SFT: 21,240,576 = 15.790 %, every
+# weight of the last 6 layers). Training state: LoRA 521 MiB, barely more than the 513 MiB of fp32
+# weights; SFT 756 MiB, because gradients and two AdamW moments add three copies of the 81 MiB of
+# trained weights (trained on every layer, SFT's state would be about 4 × 513 MiB ≈ 2 GiB).
+# (b) The style moved for LoRA and QLoRA: paired change of the style score +0.088 [0.036, 0.136],
+# p = 0.004 (LoRA) and +0.122 [0.084, 0.158] (QLoRA) over 24 held-out prompts, and of the style
+# margin +0.341 [0.206, 0.480], p = 0.004 and +0.362 [0.240, 0.494], p = 0.002 over 10 held-out
+# pairs: both intervals exclude 0, so these are real shifts, not noise — though far from the
+# classifier's full scale (0.299). SFT (book's lr) did not move it: −0.023 [−0.064, 0.022], p = 0.319;
+# margin +0.026, p = 0.656, although its fit loss fell by 0.904. The generations agree ("El Niño is a
+# pretty cool thing!" from LoRA vs the base's textbook definition). Perplexity on the unrelated text
+# did not rise: 59.00 (base) → 55.01 (SFT), 51.52 (LoRA), 55.42 (QLoRA), paired loss changes
+# −0.074, −0.139, −0.075 [−0.148, 0.016]: no forgetting detectable; the cost shows in the answers
+# instead (repetitive, partly wrong content).
 # (c) The 4-bit base cut the training state from 521 MiB (LoRA) to 450 MiB: the 6 quantized layers'
-# linear weights shrink ≈ 7× (4.5 bits per weight with the block absmax). It cost a little
-# accuracy in training (first loss 3.460 vs 3.418, last 2.933 vs 2.883) and nothing measurable in
-# step time here (1.68 vs 1.84 s). On a 135 M model 4 bits buy little; they matter when the frozen
-# weights dominate the memory (billions of parameters on one GPU).
+# linear weights shrink about 7× (NF4 codes plus one float32 absmax per block of 64:
+# $4 + 32/64$ bits per weight). It cost a little accuracy at the start — first-step loss 3.746 vs
+# 3.673 on the same batch, the quantization error — and a slightly higher fit loss after training
+# (2.578 vs 2.539; paired +0.040 [0.017, 0.064], p = 0.002), while the style was not worse (margin
+# +0.021, p = 0.486). Step time: 4.11 s vs 2.85 s in the committed run (ratio 1.35 [1.23, 1.46] over
+# its steps), but the ratio is not stable on this shared machine (two earlier runs measured on the
+# same CPU gave 1.00 and 1.02): no reliable cost or gain in speed here. On a 135 M model 4 bits buy little;
+# they matter when the frozen weights dominate the memory (billions of parameters on one GPU).

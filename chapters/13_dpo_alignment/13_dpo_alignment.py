@@ -27,11 +27,14 @@
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # Setup: on Colab this installs the course; locally `make lab` already did.
-import importlib.util, subprocess, sys
-if importlib.util.find_spec("course_utils") is None:
-    subprocess.run(["git", "clone", "-q", "--depth", "1", "https://github.com/llm-course/llm-course", "/content/llm-course"], check=True)
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", "/content/llm-course"], check=True)
-    sys.path.insert(0, "/content/llm-course")
+import importlib.util, os, subprocess, sys
+if importlib.util.find_spec("course_utils") is None:  # Colab, or a Python without the course
+    COURSE_DIR = os.environ.get("LLM_COURSE_DIR", "/content/llm-course")
+    REPO = os.environ.get("LLM_COURSE_REPO", "https://github.com/llm-course/llm-course")
+    subprocess.run(["git", "clone", "-q", "--depth", "1", "--branch", "main", REPO, COURSE_DIR], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", COURSE_DIR], check=True)  # keeps Colab's torch
+    importlib.invalidate_caches()  # see the packages pip just installed
+    sys.path.insert(0, COURSE_DIR)
 import course_utils
 DEVICE = course_utils.setup(seed=0)
 
@@ -41,6 +44,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 import torch.nn.functional as F
+from scipy import stats
 from tqdm.auto import tqdm
 
 from course_utils import CI_MODE
@@ -61,8 +65,12 @@ warnings.filterwarnings("ignore", category=UserWarning)
 # `rejected` answer. The course ships 48 pairs written for it in
 # `assets/13_dpo_alignment/preferences.jsonl`: short factual questions, a concise correct answer
 # as `chosen` and an evasive, rambling non-answer as `rejected`. 36 pairs train, 12 are held out.
-# Note one honest caveat: the rejected answers reuse six evasive templates, so the held-out
-# pairs have *new prompts and new chosen answers* but familiar rejected text.
+# The file's rejected answers reuse six generic evasive templates, so its held-out pairs have *new
+# prompts and new chosen answers* but rejected text the policy was trained to push down: a held-out
+# accuracy on them measures memory of six sentences. We therefore also write, for the same 12
+# held-out prompts, 12 new rejected answers (`UNSEEN_REJECTED`, topic-specific evasions) that occur
+# nowhere in training, and measure the DPO run on those; the familiar-template version stays as a
+# comparison.
 
 # %% nbgrader={"grade": false, "grade_id": "data", "locked": true, "schema_version": 3, "solution": false, "task": false}
 def load_pairs(path):
@@ -95,6 +103,36 @@ with tempfile.TemporaryDirectory() as d:
         load_pairs(bad)
     except ValueError as e:
         print("bad pair refused:", e.args[0].split(": ", 1)[1])
+
+UNSEEN_REJECTED = [   # one per held-out prompt, in the file's order; none of these sentences is in the training pairs
+    "Colours are a matter of perception, and painters and physicists rarely agree, so I would not commit to one.",
+    "Questions of authorship are tricky, since many old plays have disputed origins, so I prefer not to name anybody.",
+    "Time is measured differently across cultures and eras, so I will leave the exact count up to you.",
+    "Languages keep changing and mixing, so naming a single one would oversimplify a rich and complicated picture.",
+    "It varies with the scale, the air pressure and how pure the water is, so there is no single number I can give.",
+    "Light comes from all kinds of places, and which one counts as the main one is really a philosophical question.",
+    "The body is an incredibly complex system where everything works together, so singling out one organ misleads.",
+    "I am not a doctor and every injury is unique, so I cannot really tell you anything useful about what to do.",
+    "Calendars have varied a lot through history, so counting months like that is not as simple as it sounds.",
+    "Height can be measured from sea level, from the base or from the centre of the Earth, so I will not pick one.",
+    "Animals have all sorts of names in different regions and languages, so there is no one correct word for that.",
+    "Guitars come in so many shapes and styles that any number I gave you would be wrong for somebody.",
+]
+HELDOUT_UNSEEN = [dict(p, rejected=r) for p, r in zip(HELDOUT_PAIRS, UNSEEN_REJECTED, strict=True)]
+
+
+def word_ngrams(text, n=4):
+    words = text.lower().split()
+    return {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
+
+
+train_rejected_4grams = set().union(*(word_ngrams(p["rejected"]) for p in TRAIN_PAIRS))
+for name, pairs in [("familiar (file)", HELDOUT_PAIRS), ("unseen (new)", HELDOUT_UNSEEN)]:
+    same = sum(p["rejected"] in {t["rejected"] for t in TRAIN_PAIRS} for p in pairs)
+    shared = np.mean([len(word_ngrams(p["rejected"]) & train_rejected_4grams) / len(word_ngrams(p["rejected"]))
+                      for p in pairs])
+    print(f"held-out rejected, {name:15s}: {same:2d}/12 identical to a training rejected answer, "
+          f"share of word 4-grams also in training rejected answers {shared:.2f}")
 
 
 # %% [markdown]
@@ -129,7 +167,10 @@ with tempfile.TemporaryDirectory() as d:
 # Implement `sequence_logprobs`. Use `torch.log_softmax` on float32 logits (upcast 16-bit ones)
 # and `gather`, not `torch.log(torch.softmax(...))`: when one logit is far ahead, the other tokens'
 # probabilities underflow to 0 in float32 and their log becomes `-inf`, where `log_softmax` gives the
-# finite value. Do not call a library DPO helper.
+# finite value. Keep only the completion positions by *selecting* them (`torch.where`, or boolean
+# indexing), not by multiplying by the mask: a token the model rules out (log-probability `-inf`,
+# e.g. a masked vocabulary entry) in the prompt or the padding gives `0 * (-inf) = nan` in a
+# product, while it must contribute nothing. Do not call a library DPO helper.
 
 # %% nbgrader={"grade": false, "grade_id": "ex1_sequence_logprobs", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def sequence_logprobs(logits, input_ids, completion_mask):
@@ -179,6 +220,13 @@ _lg[0, :, 0] = 120.0                          # token 0 is 120 nats ahead at eve
 _out = sequence_logprobs(_lg, torch.tensor([[2, 1, 3]]), torch.tensor([[1, 1, 1]]))
 check_close("sequence_logprobs with logit 0 120 ahead and completion_mask [[1, 1, 1]] (a prompt of length 0: "
             "position 0 is not scored; log_softmax stays finite where log(softmax) is -inf)", _out, [-240.0], atol=1e-3)
+_lg = torch.randn(1, 4, 5, generator=_g)
+_lg[0, 0, 2] = float("-inf")                  # the model rules out token 2 at position 1, a prompt token (mask 0)
+_lp = torch.log_softmax(_lg, -1)
+_out = sequence_logprobs(_lg, torch.tensor([[0, 2, 3, 1]]), torch.tensor([[0, 0, 1, 1]]))
+check_close("sequence_logprobs when a prompt token has log-probability -inf (mask 0 there: it contributes nothing; "
+            "0 * (-inf) is nan, so select the completion positions, do not multiply by the mask)",
+            _out, [(_lp[0, 1, 3] + _lp[0, 2, 1]).item()], atol=1e-5)
 del _lp, _expected0, _lg
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
@@ -389,7 +437,7 @@ del _g, _pc, _pr, _rc0, _rr0, _beta, _loss, _rc, _rr, _m, _name, _t, _loss_big, 
 # completion, and its collator stacks `[chosen; rejected]` into one batch with a
 # `completion_mask`. We build a tiny random Llama (seeded) with SmolLM2's tokenizer, a perturbed
 # copy as the policy, and pass the reference **explicitly** as a `deepcopy`: with
-# `ref_model=None` (and no PEFT) TRL 1.16 reloads the reference *by name* from
+# `ref_model=None` (and no PEFT) TRL (version 1.16) reloads the reference *by name* from
 # `model.config._name_or_path` — an `OSError` for an in-memory model, and the wrong reference for
 # a model fine-tuned earlier in the notebook. On CPU, `bf16=False` and `use_cpu=True`.
 
@@ -445,6 +493,7 @@ if not AUTOGRADING:
           repr(tok.decode(tiny_batch["input_ids"][0][tiny_batch["completion_mask"][0].bool()])))
 
 
+
 # %% nbgrader={"grade": false, "grade_id": "trl_compare", "locked": true, "schema_version": 3, "solution": false, "task": false}
 def pair_logprobs(model, batch):
     """Summed completion log-probs of a TRL-collated batch [chosen; rejected] -> (chosen, rejected)."""
@@ -472,10 +521,16 @@ if not AUTOGRADING:
 # ## 4. A short DPO run on SmolLM2-135M-Instruct
 #
 # Policy: SmolLM2-135M-Instruct. Reference: a frozen `deepcopy` of it made *before* training.
-# We measure on the 12 held-out pairs, before and after, with our own functions: the summed
-# log-probs of chosen and rejected under the policy, the implicit-reward margin, and the
-# **held-out preference accuracy** = share of pairs with margin > 0 (strict, as TRL's
-# `rewards/accuracies`: at step 0 every margin is exactly 0, so it is 0 %, not 50 %).
+# We measure on the 12 held-out prompts, before and after, with our own functions: the summed
+# log-probs of chosen and rejected under the policy, the implicit-reward margin of every pair, and
+# the **held-out preference accuracy** = share of pairs with margin > 0, **a tie (margin exactly 0)
+# counting as half**. At step 0 the policy *is* the reference, so every margin is exactly 0 and the
+# accuracy is 0.5 — chance, not the 0 % that TRL's strict `rewards/accuracies` (margin > 0) would
+# print, from which any 2-step run "rises to 100 %". The main measurement uses the held-out pairs
+# with **unseen** rejected answers (Section 1); the familiar-template ones are shown for comparison.
+# Uncertainty: 12 pairs is few, so every mean comes with a 95 % interval (a t-interval over pairs for
+# margins, Wilson's interval for the accuracy) and the margins' quantiles are printed, before and
+# after.
 # To fit 2 CPU cores (≤ 5 min, ≤ 4 GiB) only the last `TRAIN_LAYERS` = 10 of the 30 decoder layers
 # are updated; the embeddings (tied to the LM head) and the first 20 layers stay frozen. That cuts
 # the backward pass and AdamW's two moments to a third; on a GPU you would train every layer.
@@ -490,17 +545,46 @@ if not AUTOGRADING:
     ref_model = copy.deepcopy(policy).eval()          # the frozen reference: a copy made before training
     for p in ref_model.parameters():
         p.requires_grad_(False)
-    heldout_batch = collate(HELDOUT_PAIRS)
+    heldout_sets = {"unseen": collate(HELDOUT_UNSEEN), "familiar": collate(HELDOUT_PAIRS)}
+    ref_logprobs = {k: pair_logprobs(ref_model, b) for k, b in heldout_sets.items()}   # the reference never changes
 
-def heldout_stats(model, batch):
-    pc, pr = pair_logprobs(model, batch)
-    rc, rr = pair_logprobs(ref_model, batch)
-    loss, crew, rrew, margins = dpo_loss(pc, pr, rc, rr, beta=0.1)
-    return {"logp chosen": pc.mean().item(), "logp rejected": pr.mean().item(), "margin": margins.mean().item(),
-            "accuracy": (margins > 0).float().mean().item(), "loss": loss.item()}
+
+def heldout_eval(model, which):
+    """Per-pair summed log-probs of chosen and rejected under `model`, implicit-reward margins (beta 0.1), loss,
+    on the held-out set `which` ("unseen" or "familiar")."""
+    pc, pr = pair_logprobs(model, heldout_sets[which])
+    rc, rr = ref_logprobs[which]
+    loss, _, _, margins = dpo_loss(pc, pr, rc, rr, beta=0.1)
+    return {"logp chosen": pc.numpy(), "logp rejected": pr.numpy(), "margin": margins.numpy(), "loss": loss.item()}
+
+
+def pref_accuracy(margins):
+    """Share of pairs with margin > 0, a tie (margin exactly 0) counting as half."""
+    margins = np.asarray(margins)
+    return float(np.mean((margins > 0) + 0.5 * (margins == 0)))
+
+
+def wilson(p, n, z=1.96):
+    """95 % Wilson interval of a proportion p seen on n items (p may count ties as half)."""
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return centre - half, centre + half
+
+
+def t_interval(x):
+    """Mean of x and its 95 % t-interval over the items (a Student t with len(x) - 1 degrees of freedom)."""
+    x = np.asarray(x, dtype=float)
+    half = stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x))
+    return x.mean(), x.mean() - half, x.mean() + half
+
+
+def fmt_mean(x, prec=3):
+    m, lo, hi = t_interval(x)
+    return f"{m:.{prec}f} [{lo:.{prec}f}, {hi:.{prec}f}]"
+
 
 if N_STEPS:
-    before = heldout_stats(policy, heldout_batch)
+    before = {k: heldout_eval(policy, k) for k in heldout_sets}
     n_layers = policy.config.num_hidden_layers
     for name, p in policy.named_parameters():                 # freeze all but the last TRAIN_LAYERS layers
         p.requires_grad_(any(f"layers.{i}." in name for i in range(n_layers - TRAIN_LAYERS, n_layers)))
@@ -513,22 +597,44 @@ if N_STEPS:
         warnings.simplefilter("ignore")
         trainer.train()
     policy.eval()
-    after = heldout_stats(policy, heldout_batch)
+    after = {k: heldout_eval(policy, k) for k in heldout_sets}
     log = [h for h in trainer.state.log_history if "loss" in h]
-    print(f"{N_STEPS} DPO steps (batch 4, beta 0.1, lr {LR:g}), model SmolLM2-135M-Instruct")
+    print(f"{N_STEPS} DPO steps (batch 4, beta 0.1, lr {LR:g}), model SmolLM2-135M-Instruct; "
+          f"train loss at the last step {log[-1]['loss']:.3f}")
     if CI_MODE:
         print("CI mode: a 2-step smoke run, too short to mean anything; full mode trains 10 steps")
-    print(f"{'held-out':15s} {'before':>9s} {'after':>9s}")
-    for k in before:
-        print(f"{k:15s} {before[k]:9.3f} {after[k]:9.3f}")
+    for k in ("unseen", "familiar"):
+        b, a = before[k], after[k]
+        print(f"\n12 held-out pairs, {k} rejected answers; mean [95 % interval]")
+        print(f"{'':24s} {'before':>24s} {'after':>24s}")
+        for key in ("logp chosen", "logp rejected", "margin"):
+            print(f"{key:24s} {fmt_mean(b[key]):>24s} {fmt_mean(a[key]):>24s}")
+        acc = [pref_accuracy(d["margin"]) for d in (b, a)]
+        cis = [wilson(p, len(b["margin"])) for p in acc]
+        print(f"{'accuracy (ties = 1/2)':24s} " + " ".join(f"{f'{p:.3f} [{lo:.3f}, {hi:.3f}]':>24s}"
+                                                         for p, (lo, hi) in zip(acc, cis)))
+        print(f"{'DPO loss':24s} {b['loss']:24.3f} {a['loss']:24.3f}")
+        for tag, d in (("before", b), ("after", a)):
+            q = np.quantile(d["margin"], [0, 0.25, 0.5, 0.75, 1])
+            print(f"margin quantiles {tag:6s} (min, 25 %, median, 75 %, max): " + ", ".join(f"{v:.3f}" for v in q))
+    m_un, m_fa = after["unseen"]["margin"], after["familiar"]["margin"]
+    n_pos, n_nonzero = int((m_un > 0).sum()), int((m_un != 0).sum())
+    print(f"\nunseen, after: {n_pos} of {n_nonzero} non-tied margins > 0; one-sided sign test "
+          f"p = {stats.binomtest(n_pos, n_nonzero, 0.5, alternative='greater').pvalue:.2g}")
+    print(f"same prompts, familiar minus unseen margin after training: {fmt_mean(m_fa - m_un)} "
+          f"(paired; Wilcoxon signed-rank p = {stats.wilcoxon(m_fa, m_un).pvalue:.2g}); "
+          f"ratio of mean margins familiar / unseen {m_fa.mean() / m_un.mean():.1f}")
     fig, axes = plt.subplots(1, 2, figsize=(9, 3))
     steps = [h["step"] for h in log]
     axes[0].plot(steps, [h["loss"] for h in log], marker="o"); axes[0].axhline(math.log(2), ls="--", c="gray", label="ln 2")
     axes[0].set(xlabel="step", ylabel="DPO loss (train batch)", title="TRL loss"); axes[0].legend()
-    axes[1].plot(steps, [h["rewards/margins"] for h in log], marker="o", label="margin")
-    axes[1].plot(steps, [h["logps/chosen"] - log[0]["logps/chosen"] for h in log], label="Δ logp chosen")
-    axes[1].plot(steps, [h["logps/rejected"] - log[0]["logps/rejected"] for h in log], label="Δ logp rejected")
-    axes[1].set(xlabel="step", ylabel="nats", title="TRL train-batch metrics"); axes[1].legend(fontsize=7)
+    jitter = np.random.default_rng(0).uniform(-0.12, 0.12, size=len(m_un))
+    for x, (label, m) in enumerate([("before\n(both sets)", before["unseen"]["margin"]), ("after\nunseen", m_un),
+                                    ("after\nfamiliar", m_fa)]):
+        axes[1].scatter(x + jitter, m, s=14)
+    axes[1].axhline(0, c="gray", lw=0.5)
+    axes[1].set_xticks([0, 1, 2], ["before\n(both sets)", "after\nunseen", "after\nfamiliar"])
+    axes[1].set(ylabel="implicit-reward margin", title="Held-out margins, one dot per pair")
     plt.tight_layout(); plt.show()
 else:
     print("DPO run skipped under autograding; run the notebook in full mode to see it")
@@ -545,24 +651,222 @@ if N_STEPS:
         print("  after DPO:", a1)
 
 # %% [markdown]
-# **Observe.** The margin grows and the held-out accuracy rises from 0 (all margins exactly 0
-# at step 0). Look at the two log-prob rows: DPO raises the chosen answer *relative to* the
-# rejected one (Book §8.2.1's "relativamente"). It does not promise that the chosen log-prob
-# rises in absolute terms. In the course's full-mode run (10 steps, lr $10^{-5}$) the held-out
-# chosen log-prob moved from −17.00 to −16.81 while the rejected one fell from −93.1 to −104.4:
-# almost all of the margin (0 → 1.15) came from pushing the rejected answers down; in other runs
-# both fall and only the gap widens. The generations change in style at most: DPO redistributes
-# probability among behaviours the model already has; it does not add knowledge (Book §8.2.3,
-# §8.5.2).
+# ### Before and after on the same prompts: length, repetition, correctness (Book §8.5.1)
 #
-# **Too far.** With a higher learning rate (3·10⁻⁵, all layers, 16 steps) the project's run drove
-# the training loss to ≈ 10⁻⁷ and the held-out rejected log-prob to −246, and the model started
-# inventing terms ("Rayleigh Scavenger Blood scattering"): the DPO loss keeps rewarding a lower
-# rejected log-prob long after the preference is learned, which is why β, the learning rate and
-# the number of steps are kept small (Book §8.2.2's role of β).
+# Book §8.5.1 asks to compare outputs before and after on the *same* prompts, and to watch length,
+# evasiveness, repetition and degenerate patterns, not only the preference numbers. We generate
+# greedily (at most `MAX_NEW` tokens) for the 12 held-out prompts and the first 12 training prompts,
+# with the reference and with the DPO policy, and measure per answer: its length in tokens, and its
+# **distinct-1 / distinct-2** (distinct word unigrams / bigrams divided by their count: 1 = no
+# repetition, low = loops). The differences after − before are paired by prompt: a mean with a
+# 95 % t-interval and a Wilcoxon signed-rank test. On the 12 held-out questions we also apply a
+# **closed answer key** (does the answer contain "green", "Shakespeare", "60", …?), the kind of
+# verifiable check Book §8.4.4 prefers to a judge; McNemar's exact test compares before and after.
+
+# %% nbgrader={"grade": false, "grade_id": "dpo_length", "locked": true, "schema_version": 3, "solution": false, "task": false}
+import re
+ANSWER_KEY = [r"green", r"shakespeare", r"60|sixty", r"portuguese", r"\b0\b|zero", r"\bsun\b", r"heart",
+              r"water", r"seven|\b7\b", r"everest", r"kitten", r"\bsix\b|\b6\b"]   # the 12 held-out questions in order
+assert len(ANSWER_KEY) == len(HELDOUT_PAIRS)
+MAX_NEW = 16 if CI_MODE else 48
+LEN_PROMPTS = [p["prompt"] for p in (HELDOUT_PAIRS[:4] if CI_MODE else HELDOUT_PAIRS + TRAIN_PAIRS[:12])]
+
+
+def distinct_n(text, n):
+    """Distinct word n-grams of one text divided by its number of word n-grams (1.0 when it has none)."""
+    words = text.lower().split()
+    grams = [tuple(words[i:i + n]) for i in range(len(words) - n + 1)]
+    return len(set(grams)) / len(grams) if grams else 1.0
+
+
+def answer_stats(answers):
+    return {"length (tokens)": np.array([len(tok(a, add_special_tokens=False).input_ids) for a in answers], dtype=float),
+            "distinct-1": np.array([distinct_n(a, 1) for a in answers]),
+            "distinct-2": np.array([distinct_n(a, 2) for a in answers])}
+
+
+def key_correct(answers):
+    return np.array([bool(re.search(k, a.lower())) for k, a in zip(ANSWER_KEY, answers)])
+
+
+if N_STEPS:
+    gens = {"reference": generate_text(ref_model, tok, LEN_PROMPTS, max_new_tokens=MAX_NEW, batch=True),
+            "after DPO": generate_text(policy, tok, LEN_PROMPTS, max_new_tokens=MAX_NEW, batch=True)}
+    st = {k: answer_stats(v) for k, v in gens.items()}
+    print(f"{len(LEN_PROMPTS)} prompts, greedy, at most {MAX_NEW} new tokens; mean [95 % t-interval]")
+    print(f"{'':16s} {'reference':>22s} {'after DPO':>22s} {'after - before (paired)':>26s} {'Wilcoxon p':>10s}")
+    for key in st["reference"]:
+        b, a = st["reference"][key], st["after DPO"][key]
+        p = stats.wilcoxon(a, b).pvalue if np.any(a != b) else 1.0
+        print(f"{key:16s} {fmt_mean(b, 2):>22s} {fmt_mean(a, 2):>22s} {fmt_mean(a - b, 2):>26s} {p:10.2g}")
+    hit_max = {k: int((v["length (tokens)"] >= MAX_NEW).sum()) for k, v in st.items()}
+    print(f"answers cut at {MAX_NEW} tokens: reference {hit_max['reference']}, after DPO {hit_max['after DPO']} "
+          f"of {len(LEN_PROMPTS)}")
+    if not CI_MODE:
+        ok = {k: key_correct(v[:len(HELDOUT_PAIRS)]) for k, v in gens.items()}
+        only_before, only_after = int((ok["reference"] & ~ok["after DPO"]).sum()), int((~ok["reference"] & ok["after DPO"]).sum())
+        p_mcnemar = stats.binomtest(only_before, only_before + only_after, 0.5).pvalue if only_before + only_after else 1.0
+        print(f"answer key on the 12 held-out questions: reference {ok['reference'].sum()}/12 correct, "
+              f"after DPO {ok['after DPO'].sum()}/12; discordant {only_before} (lost) vs {only_after} (gained), "
+              f"McNemar exact p = {p_mcnemar:.2g}")
+        for q, a0, a1 in list(zip(LEN_PROMPTS, gens["reference"], gens["after DPO"]))[:3]:
+            print(f"\nQ: {q}\n  reference: {a0}\n  after DPO: {a1}")
+    else:
+        print("CI mode: 4 prompts, 16 tokens (a smoke run); full mode measures 24 prompts and the answer key")
 
 # %% [markdown]
-# ## 5. REINFORCE on a bandit: why baselines matter (Book §8.3.2, §8.3.4, §8.5.3)
+# **Observe.** (Numbers from the full-mode run of the offline stand-in, SmolLM2-135M-Instruct with
+# Q4_1-rounded weights; on the hub model yours differ.) On the held-out pairs with **unseen**
+# rejected answers, every margin is exactly 0 at step 0 (the policy is the reference) and 0.267
+# [0.229, 0.305] on average after 10 steps; all 12 are positive (quantiles from 0.192 to 0.420), so the
+# accuracy goes from 0.500 (all ties) to 1.000, Wilson interval [0.757, 1.000], sign test p = 0.00024.
+# The preference does carry over to evasions the model never saw — but it is 4.3 times weaker (ratio
+# of mean margins) than on the familiar templates: the same 12 prompts with the training's rejected
+# sentences reach a margin of 1.147 [0.956, 1.338], a paired difference of 0.880 [0.676, 1.084]. Much of what a
+# familiar-template held-out set (or TRL's train-batch `rewards/margins`) shows is the policy
+# learning to push down six particular sentences.
+# Look at the log-prob rows: the chosen log-prob moved from −17.000 to −16.813, far inside its
+# spread across pairs, while the unseen rejected answers fell from −90.742 to −93.225 and the
+# familiar ones from −93.119 to −104.402. DPO raises the chosen answer *relative to* the rejected one
+# (Book §8.2.1's "relativamente"); nothing in the loss requires the chosen log-prob to rise.
+#
+# Length, repetition and correctness (Book §8.5.1) show no measurable change: over 24 prompts the
+# answer length changed by −0.54 [−2.80, 1.72] tokens (Wilcoxon p = 0.46) and distinct-2 by −0.02
+# [−0.04, 0.01] (p = 0.25); 15 of the 24 answers hit the 48-token cap, before and after alike, so
+# the length is partly the cap's. The answer key went from 5/12 to 7/12 correct (2 gained, 0 lost;
+# McNemar p = 0.5): no evidence of a factual change. The key is crude, too: the Romeo and Juliet
+# answer names Shakespeare and then credits "the 17th-century French playwright" — counted correct.
+# The answers change wording at most — blue and yellow give "blue" before and "a shade of blue" after; an hour has "36 minutes" before and "3600
+# minutes" after. DPO redistributes probability among behaviours the model already has; it does not
+# add knowledge (Book §8.2.3, §8.5.2).
+#
+# ### Too far: the same loss, twenty times the learning rate
+#
+# DPO's loss keeps rewarding a lower rejected log-prob long after the preference is learned
+# ($-\log\sigma(m) > 0$ for every finite margin). Here we continue training the same policy with
+# a learning rate of `LR_FAR` = $2\cdot10^{-4}$ (20 times `LR`) for `N_FAR` = 5 more steps (full mode
+# only; the CI and autograding runs skip it) and look at the loss, the held-out log-probs and the generations.
+
+# %% nbgrader={"grade": false, "grade_id": "dpo_too_far", "locked": true, "schema_version": 3, "solution": false, "task": false}
+N_FAR = 0 if (AUTOGRADING or CI_MODE) else 5
+LR_FAR = 2e-4
+if N_FAR:
+    del trainer
+    far_trainer = make_trainer(policy, ref_model, TRAIN_PAIRS, beta=0.1, learning_rate=LR_FAR, max_steps=N_FAR,
+                               per_device_train_batch_size=4, lr_scheduler_type="constant")
+    with contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        far_trainer.train()
+    policy.eval()
+    far_log = [h for h in far_trainer.state.log_history if "loss" in h]
+    del far_trainer
+    far = heldout_eval(policy, "unseen")
+    print(f"{N_FAR} more DPO steps at lr {LR_FAR:g}: train loss per step "
+          + ", ".join(f"{h['loss']:.2g}" for h in far_log))
+    print(f"held-out (unseen rejected), mean [95 % interval]: logp chosen {fmt_mean(far['logp chosen'])}, "
+          f"logp rejected {fmt_mean(far['logp rejected'])}, margin {fmt_mean(far['margin'])}, "
+          f"accuracy {pref_accuracy(far['margin']):.3f}")
+    far_gen = generate_text(policy, tok, GEN_PROMPTS, max_new_tokens=28, batch=True)
+    for q, a in zip(GEN_PROMPTS, far_gen):
+        print("Q:", q)
+        print("  too far:", a)
+    far_st = answer_stats(generate_text(policy, tok, LEN_PROMPTS, max_new_tokens=MAX_NEW, batch=True))
+    for key in far_st:
+        print(f"{key:16s} reference {fmt_mean(st['reference'][key], 2)}   too far {fmt_mean(far_st[key], 2)}")
+else:
+    print("the 'too far' run is skipped in CI mode and under autograding; run the notebook in full mode to see it")
+
+# %% [markdown]
+# **Too far.** (Same stand-in model.) Five more steps at twenty times the learning rate drive the
+# training loss down step by step, `0.24, 0.035, 0.0013, 6.9e-05, 3.4e-06`: the preference on the
+# training pairs is "learned" to the sixth decimal. On the unseen held-out pairs the margin grows to 3.113
+# [2.599, 3.626], and all of it comes from the rejected side: their log-prob falls to −121.876 while
+# the chosen one is at −17.006, where it started (−17.000). The loss keeps rewarding a lower rejected
+# log-prob long after the preference is learned, and the generations drift in style, not in content:
+# blue and yellow now make "The perfect blend of blue and yellow. A harmonious union of the two
+# colors." — still no "green" — and the sky answer starts by repeating itself ("The sky's blue. The
+# sky's blue because of a process called Rayleigh scattering."). The mean length 37.88 → 33.46 tokens
+# is within the intervals. An earlier run of the course (lr 3·10⁻⁵, all 30 layers, 16 steps; not
+# reproduced here, it exceeds the CPU budget) went further: training loss ≈ 10⁻⁷, held-out rejected
+# log-prob −246[^q], and invented terms ("Rayleigh Scavenger Blood scattering")[^q]. This is why β, the
+# learning rate and the number of steps are kept small, and why one watches a held-out margin and
+# the generations rather than the training loss (Book §8.2.2's anchoring).
+#
+# [^q]: quoted from an earlier run of the course, not produced by this notebook.
+
+# %% [markdown]
+# ## 5. RLHF: reward model, KL-regularised objective, PPO's clip (Book §8.3.1–§8.3.2)
+#
+# **RLHF in one sentence** (Book §8.3.1): learn a reward model from human comparisons, then use RL to
+# make high-reward answers more likely. The course supplies the standard formulas (Ouyang et al.
+# 2022; Rafailov et al. 2023). The **reward model** $r_\phi(x, y)$ is trained on pairs with the
+# Bradley–Terry model, $P(y_w \succ y_l) = \sigma(r_\phi(x,y_w) - r_\phi(x,y_l))$, loss
+# $-\log\sigma(r_w - r_l)$ — the same shape as DPO's loss. The policy then maximises the
+# **KL-regularised objective**
+#
+# $$\max_{\pi}\; \mathbb{E}_{y\sim\pi}[r(x,y)] \;-\; \beta\,\mathrm{KL}\big(\pi(\cdot\mid x)\,\|\,\pi_{\text{ref}}(\cdot\mid x)\big),$$
+#
+# the "penalty on divergence from a reference" of Book §8.3.2. Its maximiser has a closed form,
+# $\pi^*(y) \propto \pi_{\text{ref}}(y)\,e^{r(y)/\beta}$, so $r(y) = \beta\log\frac{\pi^*(y)}{\pi_{\text{ref}}(y)} + \text{const}$:
+# DPO's implicit reward is this identity read backwards, which is why DPO needs no reward model.
+# Below, on three "answers" with rewards $[1, 0.5, 0]$ and a reference that prefers the worst one:
+# small $\beta$ puts almost all mass on the best answer (large KL); large $\beta$ stays near $\pi_{\text{ref}}$.
+
+# %% nbgrader={"grade": false, "grade_id": "rlhf_objective", "locked": true, "schema_version": 3, "solution": false, "task": false} tags=["nbval-check-output"]
+r_chosen, r_rejected = torch.tensor([1.3, 0.2, -0.5]), torch.tensor([0.3, 0.4, -2.5])   # reward-model scores of 3 pairs
+print("reward model, Bradley-Terry P(chosen beats rejected):", torch.sigmoid(r_chosen - r_rejected).numpy().round(4),
+      f"  loss {(-F.logsigmoid(r_chosen - r_rejected)).mean().item():.4f}")
+REWARDS = torch.tensor([1.0, 0.5, 0.0], dtype=torch.float64)
+PI_REF = torch.tensor([0.2, 0.3, 0.5], dtype=torch.float64)
+
+
+def kl_objective(pi, beta):
+    """E_pi[r] - beta * KL(pi || pi_ref) for policies pi of shape (..., 3)."""
+    return (pi * REWARDS).sum(-1) - beta * (pi * (pi / PI_REF).log()).sum(-1)
+
+
+_e = -torch.rand(20_000, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64).log()
+random_policies = _e / _e.sum(-1, keepdim=True)                # 20,000 policies drawn uniformly from the simplex
+print(f"{'beta':>5s}  {'pi* = softmax(log pi_ref + r / beta)':>36s}  {'E[r]':>6s}  {'KL':>6s}  {'objective':>9s}  "
+      f"best random")
+for beta in (0.05, 0.2, 1.0, 5.0):
+    pi_star = torch.softmax(PI_REF.log() + REWARDS / beta, -1)
+    kl = (pi_star * (pi_star / PI_REF).log()).sum()
+    best_random = kl_objective(random_policies, beta).max()
+    print(f"{beta:5.2f}  {str(pi_star.numpy().round(4)):>36s}  {(pi_star * REWARDS).sum():6.4f}  {kl:6.4f}  "
+          f"{kl_objective(pi_star, beta):9.4f}  {best_random:9.4f}")
+implicit = 0.2 * (torch.softmax(PI_REF.log() + REWARDS / 0.2, -1) / PI_REF).log()
+print("beta * log(pi*/pi_ref) at beta 0.2:", implicit.numpy().round(4), "= r - const, const",
+      (REWARDS - implicit).numpy().round(4))
+
+# %% [markdown]
+# No random policy beats $\pi^*$ (last column ≤ objective), and $\beta\log(\pi^*/\pi_{\text{ref}})$
+# equals the reward up to one constant, $-\beta\log Z$ — the constant that cancels in DPO's
+# difference $\hat r(x, y_w) - \hat r(x, y_l)$.
+#
+# **PPO's clipped objective** (Schulman et al. 2017), the remedy for "too aggressive policy changes"
+# of Book §8.3.2. With the probability ratio $\rho = \pi_\theta(a\mid s)/\pi_{\text{old}}(a\mid s)$ of
+# an action and its advantage $A$, PPO maximises
+# $\min\big(\rho A,\ \operatorname{clip}(\rho, 1-\epsilon, 1+\epsilon)\,A\big)$. For $A > 0$ the gain stops
+# growing once $\rho > 1+\epsilon$; for $A < 0$ it stops once $\rho < 1-\epsilon$: the gradient is 0 there,
+# so one batch cannot push the policy far from the one that sampled it. The `min` keeps the
+# *unclipped* value when it is worse (a ratio that moved the wrong way is still penalised in full).
+
+# %% nbgrader={"grade": false, "grade_id": "ppo_clip", "locked": true, "schema_version": 3, "solution": false, "task": false} tags=["nbval-check-output"]
+EPS = 0.2
+print(f"epsilon = {EPS}")
+print(f"{'A':>5s} {'ratio':>6s} {'ratio*A':>8s} {'clip(ratio)*A':>14s} {'min (PPO)':>10s} {'d/d ratio':>10s}")
+for adv in (1.0, -1.0):
+    for rho0 in (0.5, 0.7, 1.0, 1.1, 1.3, 1.5):
+        rho = torch.tensor(rho0, dtype=torch.float64, requires_grad=True)
+        unclipped, clipped = rho * adv, rho.clamp(1 - EPS, 1 + EPS) * adv
+        objective = torch.minimum(unclipped, clipped)
+        objective.backward()
+        print(f"{adv:5.1f} {rho0:6.2f} {unclipped.item():8.4f} {clipped.item():14.4f} {objective.item():10.4f} "
+              f"{rho.grad.item():10.4f}")
+
+# %% [markdown]
+# ### REINFORCE on a bandit: why baselines matter (Book §8.3.2, §8.3.4, §8.5.3)
 #
 # A 3-armed bandit, mean rewards $[1, 0.5, 0]$ plus Gaussian noise (sd 0.5), a softmax policy
 # $\pi = \operatorname{softmax}(\theta)$. REINFORCE estimates $\nabla_\theta \mathbb{E}[r]$ from one
@@ -610,15 +914,25 @@ for name, r in runs.items():
     ax.fill_between(range(r.shape[1]), np.percentile(r, 10, 0), np.percentile(r, 90, 0), alpha=0.2)
 ax.set(xlabel="REINFORCE step (1 sample each, lr 0.5)", ylabel="π(best arm)", title="Bandit: concentration on the best arm")
 ax.legend(); plt.tight_layout(); plt.show()
+print(f"π(best), mean [95 % t-interval] over {len(seeds)} seeds")
 for name, r in runs.items():
-    print(f"{name:14s}: π(best) after 50 steps {r[:, 49].mean():.2f} (10th pct {np.percentile(r[:, 49], 10):.2f}), "
-          f"after 200 steps {r[:, -1].mean():.2f}")
+    print(f"{name:14s}: after 50 steps {fmt_mean(r[:, 49], 2)}, after 200 steps {fmt_mean(r[:, -1], 2)}, "
+          f"seeds ending on a worse arm (π(best) < 0.5 at step 200): {int((r[:, -1] < 0.5).sum())}")
+for step in (50, 200):
+    welch = stats.ttest_ind(runs["with baseline"][:, step - 1], runs["no baseline"][:, step - 1], equal_var=False)
+    print(f"with minus without baseline after {step} steps: "
+          f"{runs['with baseline'][:, step - 1].mean() - runs['no baseline'][:, step - 1].mean():+.2f} "
+          f"(Welch t-test p = {welch.pvalue:.2g})")
+
 
 
 # %% [markdown]
-# With one sample per step, the baseline gives a faster and more reliable rise; both runs end
-# concentrated on one arm — the "collapse" of Book §8.5.3 is just what maximising expected reward
-# does in a small action space with no entropy or KL term.
+# With one sample per step (full mode, 30 seeds), the baseline makes the runs more alike: π(best)
+# after 50 steps is 0.94 [0.92, 0.95] with it and 0.90 [0.84, 0.97] without. The difference of the
+# means, +0.03, is not significant at 30 seeds (Welch p = 0.35); what differs is the spread — without
+# a baseline 1 of the 30 seeds ended on a worse arm (π(best) < 0.5 after 200 steps), with it none.
+# Both runs end concentrated on one arm — the "collapse" of Book §8.5.3 is just what maximising
+# expected reward does in a small action space with no entropy or KL term.
 #
 # ### GRPO: the group is the baseline (Book §8.3.3)
 #
@@ -697,17 +1011,37 @@ del _g, _r, _A, _bad, _r4
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ## 6. Evaluation: LLM-as-a-judge and its biases (Book §8.4.4, §8.5.4)
+# ## 6. Evaluation: benchmarks, fluency vs factuality, LLM-as-a-judge (Book §8.4, §8.5.4)
 #
-# We use SmolLM2-135M-Instruct (the frozen reference, untouched by DPO) as a judge. The prompt
-# asks "Which answer is better, A or B?" and we read the next-token probabilities of "A" and "B".
-# Two measurements:
+# **Why evaluation became hard** (Book §8.4.1). Benchmarks saturate, so harder ones replace them:
+# the book names MMLU-Pro (multiple-choice knowledge and reasoning), AIME (competition maths),
+# GPQA (graduate-level science questions) and LiveBench (refreshed questions, to limit contamination).
+# Open-ended and reasoning answers have no simple automatic score, so LLMs are used as judges —
+# and "evaluating became part of the problem".
 #
-# * **position bias**: judge each pair in both orders (good answer as A, then as B). A consistent
-#   judge changes its letter when the answers swap; the share of pairs where it keeps the *same
-#   letter* is the flip-failure rate. Chance is 50 % for a judge that ignores content.
-# * **verbosity bias**: the *same* correct answer against a copy padded with content-free
-#   filler, in both orders; how often is the padded one preferred?
+# **Failure 1: fluency vs factuality** (Book §8.4.2). A fluent answer is not a correct one; form and
+# content must be judged separately (facts, maths, logic). This notebook already produced an
+# example: asked "What colour do you get by mixing blue and yellow?", the reference model answers
+# "The answer is: blue." and, after DPO, "…which results in a shade of blue" (Section 4's outputs) — grammatical, confident, and wrong (green). The
+# closed answer key of Section 4 catches this; a judge that rewards fluent text may not.
+#
+# **LLM-as-a-judge** (Book §8.4.4, §8.5.4). We use SmolLM2-135M-Instruct (the frozen reference,
+# untouched by DPO) as a judge: the prompt asks "Which answer is better, A or B?" and we read the
+# next-token logits restricted to the two labels, $P(A) = e^{z_A}/(e^{z_A} + e^{z_B})$ — a continuous
+# score instead of a hard verdict, so a bias is a measured quantity with an interval. For each of
+# the first 24 pairs (full mode; 4 in CI mode):
+#
+# * **quality**: the good (chosen) answer against the evasive (rejected) one, in both orders.
+#   $P(\text{good}\mid\text{good first}) = P(A)$ in order (good, bad), $P(\text{good}\mid\text{good second}) = 1 - P(A)$
+#   in order (bad, good). A judge that reads content gives both well above 0.5.
+# * **position bias**: the shift of $P(\text{good})$ when the good answer moves from first to
+#   second place, $P(\text{good}\mid\text{first}) - P(\text{good}\mid\text{second})$, per pair; 0 for an
+#   order-blind judge, +1 for one that always picks the first answer. Paired test: Wilcoxon
+#   signed-rank over pairs.
+# * **verbosity bias**: the *same* correct answer against a copy padded with content-free filler;
+#   $P(\text{padded})$ averaged over both orders (which cancels the position effect), minus 0.5.
+#
+# Intervals are 95 % t-intervals over pairs.
 
 # %% nbgrader={"grade": false, "grade_id": "judge", "locked": true, "schema_version": 3, "solution": false, "task": false}
 JUDGE_TEMPLATE = ("Question: {q}\n\nAnswer A: {a}\n\nAnswer B: {b}\n\n"
@@ -715,45 +1049,74 @@ JUDGE_TEMPLATE = ("Question: {q}\n\nAnswer A: {a}\n\nAnswer B: {b}\n\n"
 FILLER = (" In addition, it is worth noting that this is a well-known fact that many people find interesting and useful to remember.")
 
 def judge_prob_a(judge, items, batch_size=8):
-    """P(A) / (P(A) + P(B)) of the judge's next token, for (question, answer A, answer B) items."""
+    """For (question, answer A, answer B) items: P(A) / (P(A) + P(B)) of the judge's next token, and P(A) + P(B)."""
     id_a, id_b = tok.encode("A", add_special_tokens=False)[0], tok.encode("B", add_special_tokens=False)[0]
-    out = []
+    p_a, mass = [], []
     old_side, tok.padding_side = tok.padding_side, "left"
     for i in range(0, len(items), batch_size):
         texts = [chat_prompt(JUDGE_TEMPLATE.format(q=q, a=a, b=b)) for q, a, b in items[i:i + batch_size]]
         enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
         with torch.no_grad():
-            last = judge(**enc).logits[:, -1, [id_a, id_b]]
-        out.append(torch.softmax(last.float(), -1)[:, 0])
+            logp = torch.log_softmax(judge(**enc).logits[:, -1].float(), -1)
+        p_a.append(torch.softmax(logp[:, [id_a, id_b]], -1)[:, 0])    # logits restricted to the two labels
+        mass.append(logp[:, [id_a, id_b]].exp().sum(-1))
     tok.padding_side = old_side
-    return torch.cat(out)
+    return torch.cat(p_a).numpy(), torch.cat(mass).numpy()
 
-N_JUDGE = 0 if AUTOGRADING else (8 if CI_MODE else len(PAIRS))    # CI mode: 8 pairs (a smoke run)
+N_JUDGE = 0 if AUTOGRADING else (4 if CI_MODE else 24)    # CI mode: 4 pairs (a smoke run); full mode: 24
 if N_JUDGE:
     jp = PAIRS[:N_JUDGE]
-    p_good_first = judge_prob_a(ref_model, [(p["prompt"], p["chosen"], p["rejected"]) for p in jp])
-    p_good_second = 1 - judge_prob_a(ref_model, [(p["prompt"], p["rejected"], p["chosen"]) for p in jp])
-    v_long_first = judge_prob_a(ref_model, [(p["prompt"], p["chosen"] + FILLER, p["chosen"]) for p in jp])
-    v_long_second = 1 - judge_prob_a(ref_model, [(p["prompt"], p["chosen"], p["chosen"] + FILLER) for p in jp])
-    same_letter = ((p_good_first > 0.5) != (p_good_second > 0.5)).float()   # picked A both times or B both times
-    said_a = ((p_good_first > 0.5).float().mean() + (1 - (p_good_second > 0.5).float()).mean()).item() / 2
-    print(f"judge = SmolLM2-135M-Instruct, {N_JUDGE} pairs, both orders")
+    pa_good_first, mass1 = judge_prob_a(ref_model, [(p["prompt"], p["chosen"], p["rejected"]) for p in jp])
+    pa_good_second, mass2 = judge_prob_a(ref_model, [(p["prompt"], p["rejected"], p["chosen"]) for p in jp])
+    pa_pad_first, _ = judge_prob_a(ref_model, [(p["prompt"], p["chosen"] + FILLER, p["chosen"]) for p in jp])
+    pa_pad_second, _ = judge_prob_a(ref_model, [(p["prompt"], p["chosen"], p["chosen"] + FILLER) for p in jp])
+    good_first, good_second = pa_good_first, 1 - pa_good_second
+    shift = good_first - good_second                              # = P(A | good first) + P(A | good second) - 1
+    quality = (good_first + good_second) / 2 - 0.5                # order-averaged preference for the good answer
+    verbosity = (pa_pad_first + (1 - pa_pad_second)) / 2 - 0.5    # order-averaged preference for the padded copy
+    print(f"judge = SmolLM2-135M-Instruct, {N_JUDGE} pairs, both orders; mean [95 % t-interval] over pairs")
     if CI_MODE:
-        print("CI mode: 8 pairs only (a smoke run); full mode judges all 48")
-    print(f"good answer preferred   : as A {(p_good_first > 0.5).float().mean():.2f}, as B {(p_good_second > 0.5).float().mean():.2f}")
-    print(f"share of verdicts 'A'   : {said_a:.2f}")
-    print(f"position bias (same letter after swapping): {same_letter.mean():.2f}")
-    print(f"padded answer preferred : as A {(v_long_first > 0.5).float().mean():.2f}, as B {(v_long_second > 0.5).float().mean():.2f}, "
-          f"overall {torch.cat([v_long_first, v_long_second]).gt(0.5).float().mean():.2f}")
-    fig, ax = plt.subplots(figsize=(4.5, 4))
-    ax.scatter(p_good_first, p_good_second, s=14)
-    ax.axhline(0.5, c="gray", lw=0.5); ax.axvline(0.5, c="gray", lw=0.5)
-    ax.set(xlabel="P(judge prefers good answer), good shown as A", ylabel="same, good shown as B",
-           title="Judge consistency under swapping", xlim=(0, 1), ylim=(0, 1))
+        print("CI mode: 4 pairs only (a smoke run); full mode judges 24")
+    print(f"P(A)+P(B) of the whole next-token distribution : {fmt_mean(np.concatenate([mass1, mass2]))}")
+    print(f"P('A') over all {4 * N_JUDGE} prompts                      : "
+          f"{fmt_mean(np.concatenate([pa_good_first, pa_good_second, pa_pad_first, pa_pad_second]))}")
+    print(f"P(good | good shown first)                      : {fmt_mean(good_first)}")
+    print(f"P(good | good shown second)                     : {fmt_mean(good_second)}")
+    print(f"position bias, shift of P(good) first - second  : {fmt_mean(shift)}   "
+          f"Wilcoxon p = {stats.wilcoxon(good_first, good_second).pvalue:.2g}")
+    print(f"quality, order-averaged P(good) - 0.5           : {fmt_mean(quality, 4)}   "
+          f"Wilcoxon p = {stats.wilcoxon(quality).pvalue:.2g}")
+    print(f"verbosity, order-averaged P(padded) - 0.5       : {fmt_mean(verbosity, 4)}   "
+          f"Wilcoxon p = {stats.wilcoxon(verbosity).pvalue:.2g}")
+    print(f"hard verdicts (P(A) > 0.5): 'A' in {int((np.concatenate([pa_good_first, pa_good_second]) > 0.5).sum())} "
+          f"of {2 * N_JUDGE} quality prompts")
+    fig, axes = plt.subplots(1, 2, figsize=(9, 4))
+    axes[0].scatter(good_first, good_second, s=14)
+    axes[0].set(xlabel="P(good), good answer shown first", ylabel="P(good), good answer shown second",
+                title="Quality pairs under swapping", xlim=(0, 1), ylim=(0, 1))
+    axes[1].scatter(pa_pad_first, 1 - pa_pad_second, s=14, c="C1")
+    axes[1].set(xlabel="P(padded), padded shown first", ylabel="P(padded), padded shown second",
+                title="Verbosity pairs under swapping", xlim=(0, 1), ylim=(0, 1))
+    for ax in axes:
+        ax.axhline(0.5, c="gray", lw=0.5); ax.axvline(0.5, c="gray", lw=0.5); ax.plot([0, 1], [0, 1], c="gray", lw=0.5, ls=":")
     plt.tight_layout(); plt.show()
 else:
     print("judge sweep skipped under autograding; run the notebook in full mode to see it")
 
+
+# %% [markdown]
+# **Observe.** (Full mode; the judge is the offline stand-in SmolLM2-135M-Instruct.) The judge
+# puts P("A") ≈ 0.927 [0.924, 0.931] on every prompt, whatever it reads: the good answer gets 0.934
+# when it is shown first and 0.067 when it is shown second, a **position bias** of 0.867 [0.858,
+# 0.877] on a scale where 1 means "always the first answer" (Wilcoxon `p = 1.2e-07`); every one of
+# the 48 hard verdicts is "A". Averaged over both orders, its preference for the good answer is
+# 0.0008 [−0.0020, 0.0037] above one half (p = 0.79): **no measurable quality signal** — a correct
+# answer and an evasion score the same. The **verbosity bias** is tiny but detectable: the padded
+# copy gets 0.0032 [0.0004, 0.0060] above one half (p = 0.015), far below the position effect. And only 0.481 [0.454, 0.508] of the judge's next-token probability is on "A" or "B" at
+# all: restricting to the two labels hides that it often wants to say something else. Averaging both
+# orders removes the position effect but leaves nothing to measure; this judge cannot compare two
+# models (Book §8.5.4: "if a metric changes a lot with small prompt changes, it is a weak signal").
+# The answer key of Section 4 is the kind of verifiable check Book §8.4.4 recommends instead.
 
 # %% [markdown]
 # ## 7. Contamination: n-gram overlap (Book §8.4.3)
@@ -871,31 +1234,53 @@ for n in (1, 3, 8, 13):
 # only fires on copied passages, but a light paraphrase ("A train" → "Practice: a train") or a
 # reformatted answer slips past it. Overlap is evidence of contamination, not proof of its absence.
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "written_reflection_question", "locked": true, "schema_version": 3, "solution": false, "task": false}
-# ## 8. Reflect
+# %% [markdown]
+# ## 8. Checklist for alignment and evaluation experiments (Book §8.6)
 #
-# **Written question (3 points).** Using the numbers this notebook printed (name them): (a) after
-# the DPO run, did the held-out chosen log-prob rise in absolute terms, and what happened to the
-# margin and held-out accuracy? What does that say about Book §8.2.1's "increase the probability
-# of the chosen answer"? (b) What position-bias and verbosity-bias rates did the judge show, and
-# would you use it to compare two models? (c) In the bandit, what was the gradient variance with
-# and without a baseline, and why is the mean gradient unchanged?
+# The book's minimal checklist, and where this notebook does each item:
+#
+# | Book §8.6 | here |
+# |---|---|
+# | define `prompt`, `chosen`, `rejected` clearly | Section 1: a checked JSONL loader that refuses empty or identical answers |
+# | keep a **frozen reference model** when the method needs anchoring | Section 4: `ref_model`, a `deepcopy` made before training, passed explicitly to TRL |
+# | compare outputs before/after **on the same prompts** | Section 4: generations, length, distinct-n and an answer key, paired by prompt |
+# | with LLM-as-a-judge, **log the judge prompt** and keep the format controlled | Section 6: `JUDGE_TEMPLATE`, one-letter answer, logits restricted to "A"/"B" |
+# | observe structural changes (length, evasiveness, patterns) even without semantic gain | Section 4: length and distinct-n before/after; the "too far" run |
+# | observe collapse in mini-RL and the role of the baseline | Section 5: the bandit's variance and π(best) with and without a baseline |
+# | observe the judge's sensitivity | Section 6: position and verbosity bias with intervals |
+# | **pitfall**: reading alignment as knowledge creation | Section 4: the answer key before/after; DPO moves preferences, not facts |
+# | **pitfall**: trusting LLM-as-a-judge as an absolute verifier | Section 6: a judge whose verdict follows the position, not the content |
+# | **pitfall**: comparing scores under contamination | Section 7: the n-gram overlap check |
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "written_reflection_question", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# ## 9. Reflect
+#
+# **Written question (3 points).** Using the numbers this notebook printed (name them, with their
+# intervals): (a) after the DPO run, on the held-out pairs whose rejected answers were unseen in
+# training, did the chosen log-prob rise in absolute terms, and what happened to the margin and the
+# held-out accuracy (ties counted as half)? What does that say about Book §8.2.1's "increase the
+# probability of the chosen answer"? (b) How large were the judge's position bias and verbosity bias,
+# and did it prefer the good answer at all? Would you use it to compare two models? (c) In the bandit,
+# what was the gradient variance with and without a baseline, and why is the mean gradient unchanged?
 
 # %% [markdown] nbgrader={"grade": true, "grade_id": "written_reflection", "locked": false, "points": 3, "schema_version": 3, "solution": true, "task": false}
-# **Model answer** (numbers from the course's full-mode CPU run; the committed outputs are CI
-# mode's 2-step smoke run; a student runs full mode and cites their own numbers).
-# (a) On the 12 held-out pairs, after 10 steps: margin 0.000 → 1.147, accuracy 0.000 → 1.000
-# (all margins are exactly 0 at step 0 and the accuracy is strict >), loss 0.693 → 0.283. The
-# chosen log-prob barely moved (−17.000 → −16.813) while the rejected one fell by 11.3 nats
-# (−93.119 → −104.402). DPO optimises the *difference* of log-ratios, so "increase the
-# probability of chosen" holds only relative to rejected (Book §8.2.1 says "relativamente"); here
-# the chosen rose a little, but nothing in the loss requires it.
-# (b) The judge answered "A" for every one of the 192 prompts: good answer preferred 1.00 as A and
-# 0.00 as B, position bias (same letter after swapping) 1.00, and the padded answer "won" 0.50
-# overall — 1.00 when shown first, 0.00 when second — so its verbosity verdicts are pure position
-# effect. A 135 M judge carries no signal about quality here (Book §8.5.4). I would not use it to
-# compare models; with a larger judge I would at least average both orders, report the flip rate,
-# and prefer verifiable checks.
+# **Model answer** (numbers from the committed full-mode run, offline stand-in SmolLM2-135M-Instruct with
+# Q4_1-rounded weights; a student cites their own run's numbers).
+# (a) On the 12 held-out pairs with unseen rejected answers, after 10 steps: the chosen log-prob went
+# from −17.000 to −16.813, tiny next to its spread across pairs ([−24.348, −9.278] after); the rejected
+# one fell from −90.742 to −93.225; the margin went from exactly 0 (policy = reference) to 0.267
+# [0.229, 0.305]; accuracy with ties as half from 0.500 to 1.000 [0.757, 1.000], sign test p = 0.00024.
+# With the familiar training templates as rejected answers the margin is 1.147, a paired difference
+# of 0.880 [0.676, 1.084]: most of the learned preference is tied to the six training sentences.
+# DPO optimises the *difference* of log-ratios, so "increase the probability of chosen" holds only
+# relative to rejected (Book §8.2.1 says "relativamente"): the gain came from pushing the rejected
+# answers down, and the "too far" run shows the same, chosen at −17.006 while rejected fell to −121.876.
+# (b) Position bias 0.867 [0.858, 0.877] (P(good) 0.934 when first, 0.067 when second); verbosity bias
+# 0.0032 [0.0004, 0.0060], small but p = 0.015; preference for the good answer averaged over orders
+# 0.0008 [−0.0020, 0.0037], p = 0.79, i.e. none. A 135 M judge carries no signal about quality here
+# (Book §8.5.4); I would not use it to compare models. With a larger judge I would average both
+# orders, report the position shift with its interval, and prefer verifiable checks such as the
+# answer key.
 # (c) Total variance ≈ 0.39 without and ≈ 0.22 with the expected-reward baseline, same mean
 # gradient ≈ [0.17, 0, −0.17]: E[∇log π(a)] = 0, so subtracting a constant b changes no
 # expectation, only the spread.

@@ -211,6 +211,15 @@ VARIANTS = [
      "cells": {"ex1_sequence_logprobs": [("return torch.where(mask.bool(), token_logp, torch.zeros_like(token_logp)).sum(dim=-1)",
                                           "return (token_logp * mask).sum(dim=-1)")]},
      "loses": ["test_ex1_sequence_logprobs"]},
+    # masks the whole log-softmax table by multiplying it with the mask before the gather: right on every
+    # finite input, nan as soon as a prompt or padding position holds a -inf log-probability
+    {"name": "multiply_by_mask_nan",
+     "cells": {"ex1_sequence_logprobs": [("token_logp = logp.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)",
+                                          "token_logp = (logp * mask.unsqueeze(-1)).gather(-1, input_ids[:, 1:].unsqueeze(-1))"
+                                          ".squeeze(-1)"),
+                                         ("return torch.where(mask.bool(), token_logp, torch.zeros_like(token_logp)).sum(dim=-1)",
+                                          "return token_logp.sum(dim=-1)")]},
+     "loses": ["test_ex1_sequence_logprobs"]},
     {"name": "slp_no_shift", "cells": {"ex1_sequence_logprobs": _SLP_NO_SHIFT},
      "loses": ["test_ex1_sequence_logprobs"]},
     {"name": "slp_ignores_padding_after_completion", "cells": {"ex1_sequence_logprobs": _SLP_TO_THE_END},
