@@ -122,7 +122,8 @@ def build(chapter: str, run: bool = True, ci: bool = True, root: Path | None = N
         raise FileNotFoundError(f"{script} does not exist (chapter sources live in {SCRIPTS_DIR}/NN_name/NN_name.py)")
     nb = read_script(script)
     if not run and out.is_file():
-        before = [c for c in nbformat.read(out, as_version=4).cells if c.cell_type == "code"]
+        previous = nbformat.read(out, as_version=4)
+        before = [c for c in previous.cells if c.cell_type == "code"]
         by_id = {c["id"]: c for c in before}
         counts: dict[str, int] = {}
         for c in before:
@@ -139,7 +140,7 @@ def build(chapter: str, run: bool = True, ci: bool = True, root: Path | None = N
                 cell.outputs, cell.execution_count = prev.outputs, prev.execution_count
             else:
                 kept = False
-        stamp = outputs_mode(nbformat.read(out, as_version=4))
+        stamp = outputs_mode(previous)
         if stamp:
             nb.metadata[OUTPUTS_KEY] = {"outputs": stamp if kept else INCOMPLETE}
     out.parent.mkdir(parents=True, exist_ok=True)

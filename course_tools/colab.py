@@ -140,19 +140,14 @@ def sync(chapter: str, root: Path | None = None) -> list[Path]:
 
     root = root or repo_root()
     repo = repository(root)
+    nb_path, script = notebook_path(chapter, root), script_path(chapter, root)
+    copies = [(nb_path, nbformat.read(nb_path, as_version=4), lambda nb: nbformat.write(nb, nb_path)),
+              (script, read_script(script), lambda nb: script.write_text(script_text(nb), encoding="utf-8"))]
     changed = []
-    nb_path = notebook_path(chapter, root)
-    nb = nbformat.read(nb_path, as_version=4)
-    badge_md, setup_src = expected_cells(nb, chapter, repo)
-    if _first_markdown(nb).source != badge_md or _setup_cell(nb).source != setup_src:
-        _first_markdown(nb).source, _setup_cell(nb).source = badge_md, setup_src
-        nbformat.write(nb, nb_path)
-        changed.append(nb_path)
-    script = script_path(chapter, root)
-    snb = read_script(script)
-    badge_md, setup_src = expected_cells(snb, chapter, repo)
-    if _first_markdown(snb).source != badge_md or _setup_cell(snb).source != setup_src:
-        _first_markdown(snb).source, _setup_cell(snb).source = badge_md, setup_src
-        script.write_text(script_text(snb), encoding="utf-8")
-        changed.append(script)
+    for path, nb, write in copies:
+        badge_md, setup_src = expected_cells(nb, chapter, repo)
+        if _first_markdown(nb).source != badge_md or _setup_cell(nb).source != setup_src:
+            _first_markdown(nb).source, _setup_cell(nb).source = badge_md, setup_src
+            write(nb)
+            changed.append(path)
     return changed
