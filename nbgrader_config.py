@@ -13,17 +13,16 @@ from nbgrader.preprocessors import (  # noqa: E402
     CheckCellMetadata,
     ClearOutput,
     DeduplicateIds,
-    Execute,
     IgnorePattern,
     LimitOutput,
-    OverwriteCells,
     OverwriteKernelspec,
     SaveAutoGrades,
 )
 from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
 
-from course_tools.sandbox import SandboxedExecute  # noqa: E402
-from course_tools.nbgrader_ext import (  # noqa: E402
+from course_tools.grading.overwrite import CourseOverwriteCells  # noqa: E402
+from course_tools.grading.sandbox import SandboxedExecute  # noqa: E402
+from course_tools.grading.preprocessors import (  # noqa: E402
     AppendIntegrityCheck,
     FlagKernelHooks,
     RequireIntegrityCheck,
@@ -42,8 +41,15 @@ c.CourseDirectory.release_directory = "notebooks"
 c.CourseDirectory.course_id = "llm-course"
 # nbgrader copies every file of a source folder into the release. Chapter scripts live in
 # chapters/ (outside solutions/); should one ever be copied next to a solution notebook, it is
-# still not handed out: a percent script holds the solutions and the hidden tests.
-c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "*.py", "*.md", "*.txt"]
+# still not handed out: a percent script holds the solutions and the hidden tests. Text files
+# neither, except the exchange's own `timestamp.txt` (a plain "*.txt" made `collect` drop every
+# submission's timestamp: no late penalties, `release_feedback` crashed): course_tools/classroom.py.
+from course_tools.classroom import ignore_patterns  # noqa: E402
+
+c.CourseDirectory.ignore = ignore_patterns()
+# `nbgrader collect` copies a student's exchange folder without following links (a student can
+# put a link to the instructor's files there after submitting): course_tools/grading/exchange.py.
+c.ExchangeFactory.collect = "course_tools.grading.exchange.SafeCollect"
 
 # Student notebooks: outputs stripped, solution regions replaced by this stub.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
@@ -56,7 +62,7 @@ c.ClearHiddenTests.end_test_delimeter = "END HIDDEN TESTS"
 c.Execute.timeout = int(os.environ.get("LLM_COURSE_CELL_TIMEOUT", "300"))
 c.Execute.interrupt_on_timeout = True
 
-# Autograding (see course_utils/nbgrader_ext.py and README "Grading integrity"): re-add deleted
+# Autograding (see course_tools/grading/preprocessors.py and README "Grading integrity"): re-add deleted
 # graded cells, strip every tag (tags can skip cells), zero submissions that use kernel hooks,
 # require each test cell to run to its end, keep library warnings from zeroing tests.
 c.OverwriteCells.add_missing_cells = True
@@ -65,16 +71,44 @@ c.Autograde.sanitize_preprocessors = [
     ResolveDuplicateCells,
     DeduplicateIds,
     OverwriteKernelspec,
-    OverwriteCells,
+    CourseOverwriteCells,   # OverwriteCells, silent only for a test cell exactly as released (hidden tests cleared)
     StripReferenceBlocks,
     StripExecutionTags,
     FlagKernelHooks,
     AppendIntegrityCheck,
     CheckCellMetadata,
 ]
-# Each submission's kernel runs in a bubblewrap sandbox (course_tools/sandbox.py): no network,
-# read-only system and course, no solutions/gradebook/other submissions, a fresh home. Without
-# bubblewrap, autograding refuses (--SandboxedKernelManager.allow_unsandboxed=True overrides).
+# Each submission's kernel runs in a bubblewrap sandbox (course_tools/grading/sandbox.py): an
+# allow-list of read-only paths (system, Python, the course packages, model caches; nothing of
+# the course directory), as an unprivileged user without capabilities, in a private tmpfs copy of
+# the submission's regular files, no network. Without bubblewrap, autograding refuses
+# (--SandboxedKernelManager.allow_unsandboxed=True overrides).
+# Limits per kernel (course_tools/grading/limits.py; `llm-course doctor` says which are in force):
+c.GradingLimits.memory_mb = 6144          # cgroup, tmpfs included
+c.GradingLimits.pids = 256                # tasks (processes and threads)
+c.GradingLimits.wall_seconds = 1800       # the whole notebook; a cell: Execute.timeout above
+c.GradingLimits.workdir_mb = 512          # tmpfs sizes: working folder, /tmp, $HOME
+c.GradingLimits.tmp_mb = 512
+c.GradingLimits.home_mb = 64
+c.GradingLimits.cell_output_kb = 2048     # beyond: outputs dropped; per notebook beyond 16 MiB: kernel stopped
+c.GradingLimits.notebook_output_mb = 16
+# Showing submissions (README "Grading integrity", course_tools/grading/render.py): Formgrader's
+# submission pages and the feedback HTML render a submission's markdown, raw cells and outputs
+# sanitized (no script, handler, iframe, javascript: link; SVG as an image; JavaScript and unknown
+# outputs replaced by a note). The autograded notebooks on disk keep everything.
+c.HTMLExporter.sanitize_html = True
+c.HTMLExporter.skip_svg_encoding = False
+c.HTMLExporter.preprocessors = ["course_tools.grading.render.SanitizeSubmission"]
+c.HTMLExporter.filters = {"markdown2html": "course_tools.grading.render.SafeMarkdown2HTML",
+                          "clean_html": "course_tools.grading.render.clean_html"}
+# Feedback shows each hidden check's name and what kind of thing differs, never its code, inputs
+# or reference values (course_tools/grading/feedback.py); Formgrader keeps the full report.
+c.GenerateFeedback.preprocessors = [
+    "nbgrader.preprocessors.GetGrades",
+    "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
+    "course_tools.grading.feedback.RedactHiddenTests",
+]
+
 c.Autograde.autograde_preprocessors = [
     SandboxedExecute,
     VerifyRecords,
@@ -87,3 +121,9 @@ c.Autograde.autograde_preprocessors = [
     AssignLatePenalties,
     CheckCellMetadata,
 ]
+
+# Late submissions: only an assignment with a due date (`llm-course register NN --duedate "..."` or
+# `nbgrader db assignment add NN --duedate=...`) has any; a late one scores 0 (nbgrader's "zero"
+# plugin; the timestamp is the one `nbgrader submit` wrote, kept by `collect`). Keep late work at
+# full marks with --LateSubmissionPlugin.penalty_method=none.
+c.LateSubmissionPlugin.penalty_method = "zero"

@@ -1,9 +1,8 @@
 """course_tools: the instructor's and CI's side of the course, never imported by a notebook.
 
 ``release`` (student notebooks from ``solutions/``), ``authoring`` (chapter scripts in
-``chapters/`` ↔ solution notebooks), ``autograde`` (the round trip the tests run),
-``nbgrader_ext``, ``integrity`` and ``sandbox`` (what ``nbgrader_config.py`` adds to autograding:
-hardening, and each submission's kernel under bubblewrap),
-``kernels`` (nbval kernels over IPC) and ``cli`` (the ``llm-course`` command). It may import
-``course_utils``; ``course_utils`` never imports it (``tests/test_layout.py`` checks both).
+``chapters/`` ↔ solution notebooks), ``grading`` (everything ``nbgrader_config.py`` adds to
+autograding, and the round trip the tests run), ``kernels`` (nbval kernels over IPC) and ``cli``
+(the ``llm-course`` command). It may import ``course_utils``; ``course_utils`` never imports it
+(``tests/test_layout.py`` checks both).
 """

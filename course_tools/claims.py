@@ -25,7 +25,7 @@ import re
 from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
-from course_tools.references import _meta
+from course_tools.grading.cells import _meta
 
 NUMBER = re.compile(r"(?<![\w.§/–-])[-−]?\d+\.\d+(?![\w.]*\d)")
 OUT_NUMBER = re.compile(r"[-−]?\d{1,3}(?:,\d{3})+(?:\.\d+)?|[-−]?\d+\.\d+(?:[eE][-+]?\d+)?|[-−]?\d+(?:[eE][-+]?\d+)?")

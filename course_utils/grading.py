@@ -21,6 +21,17 @@ Two layers keep an answer cell from steering the checks:
    define, of ``builtins``, ``math`` and ``operator``, and every name, default argument and
    closure of this module against a snapshot taken at import. This also covers the library
    functions a hidden test uses to compute its reference values.
+
+What of this module still decides a grade (the verdict itself is taken outside the kernel, by
+``course_tools.grading.preprocessors.VerifyRecords``, from records):
+
+* ``check_*``: only the visible tests' feedback while a student works; under the autograder a
+  failing visible check fails its cell too, so a right answer must also pass what the student saw.
+* :func:`switched_off`: where an exercise forbids a *torch* function, which cannot be removed from
+  the kernel as a package can, the hidden records are taken with it switched off: a call to it
+  raises, and nothing is recorded.
+* :func:`assert_untampered`: the autograder's end-of-cell check (``integrity.integrity_check``),
+  so that a cell whose checks were rebound does not pass on its visible part.
 """
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ Course infrastructure (no book section). A graded test cell ends with a hidden r
 
 During autograding, :func:`record` writes each value, encoded as plain data (type, dtype, shape,
 raw bytes), as an output of the course's own MIME type :data:`MIME`. The verdict is not computed
-in the student's kernel: the autograder (``course_tools.nbgrader_ext.VerifyRecords``) executes the
+in the student's kernel: the autograder (``course_tools.grading.preprocessors.VerifyRecords``) executes the
 instructor's source notebook once in a kernel of its own, where the answer cells hold the
 solutions and the ``REFERENCE`` blocks run (they are removed before a submission runs), and
 compares the two streams of records with :func:`compare`, using the tolerances of the reference
@@ -391,12 +391,69 @@ def _prefix(where: str, problem: str | None) -> str | None:
     return None if problem is None else (f"{problem.rstrip('.')}{where}" if where else problem)
 
 
-def verify_cell(student: list[Any], reference: list[Any]) -> tuple[list[str], int]:
-    """Compare the record outputs of one test cell with the reference run's (raw JSON payloads).
+_OUTCOME = ("returns", "raises ")
 
-    Returns ``(problems, n_checked)``; no problems means the cell passes. Strict: a malformed
-    record, a record of a role other than ``record``, a key recorded twice, a key missing or a key
-    the reference does not have is a problem.
+
+def summarize(got: Any, ref: Any, spec: dict) -> str:
+    """What kind of thing differs between ``got`` and ``ref``, for a student's feedback.
+
+    Names the kind of difference (type, dtype, shape, length, keys, raises vs returns, values
+    beyond the tolerance) and, at most, the student's own type, dtype, shape or exception class:
+    never a reference value, nor a value computed from the hidden inputs. Call it only where
+    :func:`compare` found a problem.
+    """
+    gk, rk = got[0], ref[0]
+    arrays = ("tensor", "ndarray", "npscalar")
+    if rk in arrays and "pvalue" in spec and gk == rk:
+        if got[2].shape != ref[2].shape:
+            return f"shape differs (yours: {tuple(got[2].shape)})"
+        return "the counts of draws do not follow the expected probabilities (chi-square test)"
+    if gk != rk:
+        return f"type differs (yours: a {gk})"
+    if gk in arrays:
+        if spec.get("dtype", True) and got[1] != ref[1]:
+            return f"dtype differs (yours: {got[1]})"
+        if got[2].shape != ref[2].shape:
+            return f"shape differs (yours: {tuple(got[2].shape)})"
+        n = int(got[2].size)
+        problem = _compare_arrays(got[2], ref[2], spec) or ""
+        count = problem.split(" of ", 1)[0] if " of " in problem else "some"
+        if "atol" in spec or "rtol" in spec:
+            return f"values differ beyond the tolerance ({count} of {n} elements)"
+        return f"values differ ({count} of {n} elements)"
+    if gk == "float":
+        return "value differs beyond the tolerance" if ("atol" in spec or "rtol" in spec) else "value differs"
+    if gk in ("list", "tuple"):
+        if len(got[1]) != len(ref[1]):
+            return f"length differs (yours: {len(got[1])} items)"
+        for i, (g, r) in enumerate(zip(got[1], ref[1])):
+            if compare(g, r, spec):
+                return f"item [{i}]: {summarize(g, r, spec)}"
+        return "items differ"
+    if gk == "dict":
+        if sorted(k for k, _ in got[1]) != sorted(k for k, _ in ref[1]):
+            return "keys differ"
+        rmap = dict(ref[1])
+        for k, g in got[1]:
+            if compare(g, rmap[k], spec):
+                return f"item [{k!r}]: {summarize(g, rmap[k], spec)}"
+        return "items differ"
+    if gk == "str" and (got[1].startswith(_OUTCOME) or ref[1].startswith(_OUTCOME)):
+        mine, theirs = got[1], ref[1]
+        if mine == "returns":
+            return "raises vs returns: your function returns where the check expects an exception"
+        if theirs == "returns":
+            return f"raises vs returns: your function {mine} where the check expects it to return"
+        return f"raises vs returns: your function {mine}, not the exception the check expects"
+    return "value differs"
+
+
+def verify_cell_detailed(student: list[Any], reference: list[Any]) -> tuple[list[tuple[str, str]], int]:
+    """:func:`verify_cell`, with each problem in two forms: ``(full, for_student)``.
+
+    ``full`` (the instructor's: autograded notebook, Formgrader) names both values;
+    ``for_student`` (the feedback) names the check and the kind of difference only
+    (:func:`summarize`): no reference value and nothing computed from a hidden input.
     """
     ref: dict[str, tuple[dict, Any]] = {}
     order: list[str] = []
@@ -411,30 +468,43 @@ def verify_cell(student: list[Any], reference: list[Any]) -> tuple[list[str], in
             if key not in ref:
                 raise RecordError(f"the reference expects {key!r} before recording it")
             ref[key] = (spec, value)
-    problems: list[str] = []
+    problems: list[tuple[str, str]] = []
     got: dict[str, Any] = {}
     for obj in student:
         try:
             role, key, _spec_ignored, value = parse_record(obj)
         except RecordError as exc:
-            problems.append(f"a malformed record ({exc})")
+            problems.append((f"a malformed record ({exc})", "a malformed record"))
             continue
         if role != "record":
-            problems.append(f"{key}: a record of role {role!r} (only the reference run sets references)")
+            msg = f"{key}: a record of role {role!r} (only the reference run sets references)"
+            problems.append((msg, msg))
         elif key in got:
-            problems.append(f"{key}: recorded twice")
+            problems.append((f"{key}: recorded twice", f"{key}: recorded twice"))
         elif key not in ref:
-            problems.append(f"{key}: not a value this test records")
+            problems.append((f"{key}: not a value this test records", f"{key}: not a value this test records"))
         else:
             got[key] = value
     missing = [k for k in order if k not in got]
     if missing:
-        problems.append(f"{len(missing)} of {len(order)} hidden values never recorded (the cell stopped before "
-                        f"{missing[0]!r}: see the error above, if any)")
+        msg = (f"{len(missing)} of {len(order)} hidden values never recorded (the cell stopped before "
+               f"{missing[0]!r}: see the error above, if any)")
+        problems.append((msg, msg))
     for key in order:
         if key in got:
             spec, value = ref[key]
             problem = compare(got[key], value, spec)
             if problem:
-                problems.append(f"{key}: {problem}")
+                problems.append((f"{key}: {problem}", f"{key}: {summarize(got[key], value, spec)}"))
     return problems, len(order)
+
+
+def verify_cell(student: list[Any], reference: list[Any]) -> tuple[list[str], int]:
+    """Compare the record outputs of one test cell with the reference run's (raw JSON payloads).
+
+    Returns ``(problems, n_checked)``; no problems means the cell passes. Strict: a malformed
+    record, a record of a role other than ``record``, a key recorded twice, a key missing or a key
+    the reference does not have is a problem.
+    """
+    problems, n = verify_cell_detailed(student, reference)
+    return [full for full, _ in problems], n

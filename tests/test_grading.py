@@ -293,7 +293,7 @@ def test_check_close_large_magnitudes_and_0d():
 
 
 def test_variants_are_grouped_only_when_disjoint():
-    from course_tools.autograde import Variant, group_variants
+    from course_tools.grading.selftest import Variant, group_variants
 
     a = Variant("a", {"ex1": "x"}, ["t1"])
     b = Variant("b", {"ex2": "x"}, ["t2"])
@@ -307,7 +307,7 @@ def test_variants_are_grouped_only_when_disjoint():
 def test_first_error_names_cell_and_exception(tmp_path):
     import json
 
-    from course_tools.autograde import _first_error
+    from course_tools.grading.selftest import _first_error
 
     nb = {"cells": [{"cell_type": "markdown", "source": "x"},
                     {"cell_type": "code", "outputs": [{"output_type": "stream", "name": "stdout", "text": "hi"}]},

@@ -1,7 +1,7 @@
 """Cheats a student could hand in, graded by a real `nbgrader autograde` with the course config.
 
 A tiny synthetic assignment (one answer, two test cells) keeps this fast; the mechanisms under
-test (course_tools.nbgrader_ext, course_tools.integrity) are the same for every chapter. Every
+test (course_tools.grading.preprocessors, course_tools.grading.integrity) are the same for every chapter. Every
 cheat below is combined with a WRONG answer and must score 0; the honest right answer must get
 full marks although a library writes warnings to stderr in every cell.
 """
@@ -10,21 +10,11 @@ import json
 
 import pytest
 
-from course_tools.autograde import autograde_submissions
-from course_tools.nbgrader_ext import HOOK_PATTERNS, LIBRARY_REBINDING, hook_findings
+from _classroom import nbgrader_cell as _cell
+from course_tools.grading.selftest import autograde_submissions
+from course_tools.grading.preprocessors import BELOW_TORCH_API, HOOK_PATTERNS, LIBRARY_REBINDING, hook_findings
 
 CH = "integrity"
-
-
-def _cell(kind, source, grade_id, grade=False, solution=False, locked=True, points=None):
-    meta = {"grade": grade, "solution": solution, "locked": locked, "grade_id": grade_id,
-            "schema_version": 3, "task": False}
-    if points is not None:
-        meta["points"] = points
-    cell = {"cell_type": kind, "metadata": {"nbgrader": meta}, "source": source, "id": grade_id}
-    if kind == "code":
-        cell.update(outputs=[], execution_count=None)
-    return cell
 
 
 SOURCE = {
@@ -267,6 +257,19 @@ def test_hook_scan_patterns():
     assert len(HOOK_PATTERNS) >= 10
 
 
+@pytest.mark.parametrize("source", ["torch.ops.aten.softmax(x, -1, False)", "import torch as T\nT._C._nn.gelu(x)",
+                                    "from torch import ops", "from torch._C import _nn", "import torch._C"])
+def test_scan_flags_torch_below_its_python_api(source):
+    assert BELOW_TORCH_API in hook_findings(source)
+
+
+@pytest.mark.parametrize("source", ['"""Do not call torch.ops.aten kernels."""\n# nor torch._C\ny = x',
+                                    "switched_off('torch._C._nn.scaled_dot_product_attention')",
+                                    "y = torch.softmax(x, -1)"])
+def test_scan_leaves_torch_in_comments_and_strings_alone(source):
+    assert BELOW_TORCH_API not in hook_findings(source)
+
+
 @pytest.mark.parametrize("source", [
     "np.where = f", "torch.Tensor.numpy = f", "torch.nn.functional.softmax = f", "np.x += 1", "del np.isnan",
     "setattr(torch, 'equal', f)", "setattr(torch.Tensor, 'to', f)", "delattr(np, 'isnan')", "vars(np)['isnan'] = f",
@@ -292,8 +295,8 @@ def test_scan_leaves_ordinary_answers_alone(source):
 # The visible checks run in the student's kernel (feedback while working). Instead of a hand-kept
 # list, the functions they call are discovered by tracing them on typical arguments; the round
 # trips of chapters 05, 08, 11, 12 and 13 (tests/test_notebooks.py) grade a submission that
-# rebinds every one of them to a liar ("attack_library_liars", course_tools/attacks.py).
-from course_tools.attacks import discover_comparison_path  # noqa: E402
+# rebinds every one of them to a liar ("attack_library_liars", course_tools/grading/attacks.py).
+from course_tools.grading.attacks import discover_comparison_path  # noqa: E402
 
 
 def test_discovery_finds_the_conversion_and_comparison_path():

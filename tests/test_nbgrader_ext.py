@@ -1,6 +1,6 @@
 import nbformat
 
-from course_tools.nbgrader_ext import StderrToStdout, StripExecutionTags
+from course_tools.grading.preprocessors import StderrToStdout, StripExecutionTags
 
 
 def _cell(grade, solution, tags=(), outputs=()):
@@ -39,7 +39,7 @@ def test_config_uses_the_hardening_preprocessors():
 
 
 def test_require_integrity_check_fails_cells_without_the_token():
-    from course_tools.nbgrader_ext import TOKEN, RequireIntegrityCheck
+    from course_tools.grading.preprocessors import TOKEN, RequireIntegrityCheck
 
     ok = {"output_type": "stream", "name": "stdout", "text": f"visible tests passed\n{TOKEN}\n"}
     cell, _ = RequireIntegrityCheck().preprocess_cell(_cell(True, False, outputs=[ok]), {}, 0)

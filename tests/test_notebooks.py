@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from course_tools.autograde import load_variants, round_trip
+from course_tools.grading.selftest import load_variants, round_trip
 from course_tools.release import chapters
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,7 +53,7 @@ def test_notebook_shape(ch):
 
 @pytest.mark.parametrize("ch", CHAPTERS)
 def test_editable_cells_would_not_be_flagged_by_the_autograder(ch):
-    from course_tools.nbgrader_ext import hook_findings
+    from course_tools.grading.preprocessors import hook_findings
 
     for i, c in enumerate(_nb(ch)["cells"]):
         if c["cell_type"] == "code" and not _meta(c).get("locked"):
@@ -67,7 +67,7 @@ def test_wrong_answers_exist(ch):
     assert load_variants(ch, ROOT), f"tests/wrong_answers/{ch}.py is missing or empty"
 
 
-# Chapters whose round trip also grades the cheating submissions of course_tools/attacks.py
+# Chapters whose round trip also grades the cheating submissions of course_tools/grading/attacks.py
 # (import hook, trace hook, answers that rebind the checks, shadowed reference names, library
 # liars), each built on wrong answers and required to score 0 where they are wrong.
 ATTACKED = {"05_rope", "08_gpt2_sampling_kv_cache", "11_quantization", "12_lora_qlora", "13_dpo_alignment"}

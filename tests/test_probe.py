@@ -1,4 +1,4 @@
-"""course_tools.probe: exercises that must be written without a library are recorded again where it
+"""course_tools.grading.probe: exercises that must be written without a library are recorded again where it
 does not exist (README, "Grading integrity").
 
 These unit tests check how the probe notebook is put together; tests/test_sandbox.py starts a kernel
@@ -15,8 +15,8 @@ import jupytext
 import nbformat
 import pytest
 
-from course_tools import probe
-from course_tools.references import source_problems
+from course_tools.grading import probe
+from course_tools.grading.cells import source_problems
 
 TEST_CELL = '''from course_utils.grading import check_equal
 check_equal("visible", f(1), 2)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from course_tools.references import is_test_cell, source_problems, strip_reference_blocks
+from course_tools.grading.cells import is_test_cell, source_problems, strip_reference_blocks
 from course_utils.paths import repo_root
 from course_utils.records import (RecordError, compare, decode, encode, outcome, parse_record, record,
                                   verify_cell)

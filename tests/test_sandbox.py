@@ -1,9 +1,12 @@
-"""course_tools.sandbox: a submission's kernel under bubblewrap (README, "Grading integrity").
+"""course_tools.grading.sandbox: a submission's kernel under bubblewrap (README, "Grading integrity").
 
 One kernel is started the way autograding starts it, in a fake course directory, and asked to do
-what a cheating submission would: read the solutions, the gradebook and other students' work,
-write the course code and the grader's IPython profile, open network connections, and leave a
-process running. Each must fail; its own folder stays writable; torch and course_utils import.
+what a cheating submission would: list the course, the repository and the whole file system
+(everything visible must be on the allow-list), read the reference records, write the course code
+and the grader's IPython profile, use root's powers (capabilities, umount, remount, mount), open
+network connections, and leave a process running. Each must fail; its own folder (a private copy
+holding the submission's files) stays writable and nbgrader's folder is untouched; torch and
+course_utils import.
 """
 from __future__ import annotations
 
@@ -16,26 +19,20 @@ from pathlib import Path
 
 import pytest
 
-from course_tools import sandbox
+from course_tools.grading import sandbox
 
 CODE = r'''
-import json, os, socket, subprocess, sys
+import ctypes, json, os, socket, subprocess, sys
 r = {}
-r["solutions"] = os.listdir(os.environ["T_COURSE"] + "/solutions")
-r["repo_solutions"] = os.listdir(os.environ["T_REPO"] + "/solutions")
-r["other_students"] = sorted(os.listdir(os.environ["T_COURSE"] + "/autograded"))
 def ls(p):
     try:
-        return os.listdir(p)
-    except FileNotFoundError:
+        return sorted(os.listdir(p))
+    except OSError:
         return []
-r["references"] = ls(os.environ["T_COURSE"] + "/.llm-course/references") + ls(os.environ["T_COURSE"] + "/.llm-course")
+r["course"] = ls(os.environ["T_COURSE"])
+r["repo"] = ls(os.environ["T_REPO"])
 r["shared_references"] = ls(os.environ["LLM_COURSE_REFERENCES"])
 r["record_env"] = os.environ.get("LLM_COURSE_RECORD")
-try:
-    r["gradebook"] = open(os.environ["T_COURSE"] + "/gradebook.db").read()
-except OSError as e:
-    r["gradebook"] = "unreadable"
 def can_write(p):
     try:
         with open(p, "a"):
@@ -47,7 +44,26 @@ import course_utils.grading as g
 r["write_grading"] = can_write(g.__file__)
 r["write_real_profile"] = can_write(os.environ["T_REALHOME"] + "/.ipython/x.py")
 r["write_own_dir"] = can_write("mine.txt")
+r["cwd"] = os.getcwd()
+r["own_dir"] = ls(".")
 r["home"] = os.environ["HOME"]
+r["uid"] = os.getuid()
+status = dict(line.split(":\t", 1) for line in open("/proc/self/status").read().splitlines() if ":\t" in line)
+r["CapEff"], r["CapBnd"], r["NoNewPrivs"] = status["CapEff"].strip(), status["CapBnd"].strip(), status["NoNewPrivs"].strip()
+libc = ctypes.CDLL(None, use_errno=True)
+r["umount"] = libc.umount2(os.getcwd().encode(), 2) == 0 or ctypes.get_errno()
+r["remount_usr_rw"] = libc.mount(b"none", b"/usr", None, 32 | 4096, None) == 0 or ctypes.get_errno()  # MS_REMOUNT|MS_BIND
+r["tmpfs"] = libc.mount(b"tmpfs", b"/tmp", b"tmpfs", 0, b"") == 0 or ctypes.get_errno()
+# the whole visible file system, /usr, /proc and /dev aside
+seen = []
+for top in sorted(os.listdir("/")):
+    if top in ("usr", "proc", "dev") or os.path.islink("/" + top):
+        continue
+    for d, dirs, files in os.walk("/" + top):
+        dirs[:] = [x for x in dirs if not x.startswith("site-packages") and x not in ("lib", "include", "bin", "share")
+                   or d.count("/") < 2]
+        seen += [os.path.join(d, x) for x in dirs + files]
+r["visible"] = seen
 for name, addr in (("loopback", ("127.0.0.1", 22)), ("outside", ("10.255.255.1", 80))):
     try:
         socket.create_connection(addr, timeout=1).close()
@@ -77,7 +93,7 @@ def course(tmp_path):
 
 def _run(course: Path, code: str, **traits) -> dict:
     async def main():
-        km = sandbox.SandboxedKernelManager(kernel_name="python3", course_root=str(course), **traits)
+        km = sandbox.SandboxedKernelManager(kernel_name="python3", **traits)
         await km.start_kernel(cwd=str(course / "autograded" / "alice" / "ch"))
         kc = km.client()
         kc.start_channels()
@@ -106,18 +122,33 @@ def test_a_sandboxed_kernel_cannot_reach_what_grades(course, monkeypatch):
     shared.mkdir()
     (shared / "ch-abc.json").write_text("reference records")
     monkeypatch.setenv("LLM_COURSE_REFERENCES", str(shared))
+    (course / "autograded" / "alice" / "ch" / "data.txt").write_text("the student's own file")
     t0 = time.perf_counter()
     r = _run(course, CODE)
     elapsed = time.perf_counter() - t0
-    assert r["solutions"] == [] and r["repo_solutions"] == [], r
-    assert r["other_students"] == ["alice"], "another student's folder is visible"
-    assert r["references"] == [] and r["shared_references"] == [], "the reference records are visible"
+    from course_utils.paths import repo_root
+
+    in_repo = {p.relative_to(repo_root()).parts[0] for p in sandbox.allowed_paths() if repo_root() in p.parents}
+    assert r["course"] == ["autograded"], r["course"]   # only the path down to its own (private) folder
+    assert set(r["repo"]) <= in_repo <= {*sandbox.CHECKOUT_ALLOWED, ".venv"}, r["repo"]
+    assert r["shared_references"] == [], "the reference records are visible"
+    sock = str(Path(r["home"]).parent / "sock")   # the kernel's ZMQ sockets
+    allowed = [str(p) for p in sandbox.allowed_paths()] + ["/tmp", "/run/llm-course", r["home"], r["cwd"], sock]
+    outside = [p for p in r["visible"] if not any(p == a or p.startswith(a.rstrip("/") + "/") or a.startswith(p + "/")
+                                                   for a in allowed)]
+    assert not outside, f"visible outside the allow-list: {outside[:10]}"
+    assert not any(p.endswith(("/.git", "/solutions", "/chapters", "/tests", "gradebook.db")) for p in r["visible"])
     assert r["record_env"] == "1", "hidden tests must write their records in a sandboxed kernel"
-    assert r["gradebook"] == "unreadable", r["gradebook"]
     assert not r["write_grading"] and not r["write_real_profile"], r
     assert r["write_own_dir"], "the submission's own folder must stay writable"
+    assert r["own_dir"] == ["data.txt", "mine.txt"], "the kernel gets the submission's files, and only them"
+    assert not (course / "autograded" / "alice" / "ch" / "mine.txt").exists(), "the kernel wrote into nbgrader's folder"
     assert r["home"] != os.path.expanduser("~")
     assert r["loopback"] == "ConnectionRefusedError" and r["outside"] == "OSError", r
+    assert int(r["CapEff"], 16) == 0, f"the kernel has capabilities: CapEff {r['CapEff']}"
+    assert r["umount"] is not True and r["remount_usr_rw"] is not True and r["tmpfs"] is not True, r
+    if os.geteuid() == 0:
+        assert r["uid"] == 65534 and int(r["CapBnd"], 16) == 0 and r["NoNewPrivs"] == "1", r
     assert r["torch"]
     time.sleep(1.5)
     alive = subprocess.run(["pgrep", "-f", str(course / "autograded" / "alice" / "ch" / "alive.txt")],
@@ -163,7 +194,7 @@ print(json.dumps(r))
 
 @pytest.mark.skipif(sandbox.probe() is not None, reason=f"no bubblewrap here: {sandbox.probe()}")
 def test_a_kernel_with_packages_removed_cannot_reach_them(course):
-    """The probe's kernel (course_tools/probe.py): removed packages leave nothing to import or call."""
+    """The probe's kernel (course_tools/grading/probe.py): removed packages leave nothing to import or call."""
     r = _run(course, MASKED_CODE, masked_packages=["sklearn", "bitsandbytes", "tokenizers"])
     assert r["sklearn"] == r["bitsandbytes"] == r["tokenizers"] == "ModuleNotFoundError", r
     assert r["files"] == ["__init__.py"], "files of a removed package are still there"

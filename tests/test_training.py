@@ -42,7 +42,9 @@ def test_evaluate_lm_is_mean_cross_entropy_in_eval_mode_and_restores_mode():
         ref = F.cross_entropy(model(x).reshape(-1, 5), y.reshape(-1)).item()
     assert math.isclose(got, ref, rel_tol=1e-6)
     assert training.evaluate_lm(model, x, y, batch_size=3) == got   # deterministic
-    assert math.isclose(training.evaluate_lm(model, x, y), got, rel_tol=1e-12)
+    # one chunk or three: the same mean, up to float32 logits computed at another batch shape
+    # (a different BLAS path: 3e-10 relative on this machine)
+    assert math.isclose(training.evaluate_lm(model, x, y), got, rel_tol=1e-7)
     with pytest.raises(ValueError):
         training.evaluate_lm(model, x, y[:, :3])
 

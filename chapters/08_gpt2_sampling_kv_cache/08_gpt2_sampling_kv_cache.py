@@ -53,7 +53,7 @@ import warnings
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
-from tqdm.auto import tqdm
+from course_utils.progress import tqdm
 from transformers import GPT2Config, GPT2LMHeadModel, DynamicCache, LogitsProcessor
 from transformers.generation.logits_process import (
     LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper)
@@ -279,6 +279,9 @@ for _dt, _tol in ((torch.float16, 1e-3), (torch.bfloat16, 8e-3)):
 record("apply_temperature(x, 2): an int temperature is a number > 0 too", apply_temperature(_x, 2), atol=1e-6)
 for _bad in (-1.0, -0.5, -3):
     record(f"apply_temperature(x, {_bad}) (a temperature <= 0 raises ValueError)", outcome(apply_temperature, _x, _bad))
+_one = apply_temperature(_x, 1.0)
+record("apply_temperature(x, 1.0) is a new tensor (not x itself, not sharing its memory)",
+       "x itself or its memory" if _one is _x or _one.data_ptr() == _x.data_ptr() else "a new tensor")
 ### END PROBE
 ### BEGIN REFERENCE
 from course_utils.grading import expect
@@ -292,8 +295,9 @@ for _dt, _tol in ((torch.float16, 1e-3), (torch.bfloat16, 8e-3)):
 expect("apply_temperature(x, 2): an int temperature is a number > 0 too", _x0 / 2.0, atol=1e-6)
 for _bad in (-1.0, -0.5, -3):
     expect(f"apply_temperature(x, {_bad}) (a temperature <= 0 raises ValueError)", "raises ValueError")
+expect("apply_temperature(x, 1.0) is a new tensor (not x itself, not sharing its memory)", "a new tensor")
 ### END REFERENCE
-del _x, _out, _dt, _tol, _bad
+del _x, _out, _dt, _tol, _bad, _one
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -645,6 +649,14 @@ torch.manual_seed(14)
 record("sample_generate(12 tokens, temperature=0.2) after torch.manual_seed(14), on a model whose config names an "
        "end-of-sequence token that the draws hit (no early stop: always max_new_tokens tokens)",
        sample_generate(_bare(_pm, eos_token_id=_eos), _pids, 12, temperature=0.2))
+# a bfloat16 model: the contract reads the last-position logits as float32 before processing them
+_m16 = copy.deepcopy(_m).to(torch.bfloat16)
+_cases16 = [(21, 1.0, None, None), (22, 0.7, None, 0.9), (23, 1.3, 30, None)]
+for _seed, _t, _k, _p in _cases16:
+    torch.manual_seed(_seed)
+    record(f"sample_generate(a bfloat16 model, batch of 2, 20 tokens, temperature={_t}, top_k={_k}, top_p={_p}) after "
+           f"torch.manual_seed({_seed}) (logits of the last position read as float32)",
+           sample_generate(_bare(_m16), _ids, 20, temperature=_t, top_k=_k, top_p=_p))
 ### BEGIN REFERENCE
 from course_utils.grading import check_true, expect
 for _seed, _t, _k, _p in _sample_cases:
@@ -659,9 +671,15 @@ _pref = _pm.generate(_pids, attention_mask=torch.ones_like(_pids), do_sample=Tru
 check_true(bool((_pref[0, _pids.shape[1]:-1] == _eos).any()), "internal: the draws hit the end-of-sequence token before the end")
 expect("sample_generate(12 tokens, temperature=0.2) after torch.manual_seed(14), on a model whose config names an "
        "end-of-sequence token that the draws hit (no early stop: always max_new_tokens tokens)", _pref)
+for _seed, _t, _k, _p in _cases16:
+    torch.manual_seed(_seed)                                   # generate() reads the last logits in float32
+    expect(f"sample_generate(a bfloat16 model, batch of 2, 20 tokens, temperature={_t}, top_k={_k}, top_p={_p}) after "
+           f"torch.manual_seed({_seed}) (logits of the last position read as float32)",
+           _m16.generate(_ids, attention_mask=torch.ones_like(_ids), do_sample=True, temperature=_t, top_k=_k,
+                         top_p=_p, max_new_tokens=20, pad_token_id=0))
 del _pref
 ### END REFERENCE
-del _m, _ids, _sample_cases, _seed, _t, _k, _p, _bare, _pm, _pids, _eos
+del _m, _ids, _sample_cases, _seed, _t, _k, _p, _bare, _pm, _pids, _eos, _m16, _cases16
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -1039,19 +1057,9 @@ GRID = [(t, BASE[1]) for t in TAUS] + [(BASE[0], p) for p in PS if p != BASE[1]]
 SEEDS, PER_SEED, SWEEP_NEW = ([0, 1], 2, 24) if CI_MODE else ([0, 1, 2], 4, 64)
 
 
-def mean_ci(x, n_boot=4000, seed=0):
-    """Mean and 95 % bootstrap percentile interval of the mean."""
-    x = np.asarray(x, dtype=float)
-    boots = np.random.default_rng(seed).choice(x, (n_boot, len(x))).mean(axis=1)
-    return x.mean(), *np.percentile(boots, [2.5, 97.5])
-
-
-def diff_ci(x, y, n_boot=4000, seed=0):
-    """mean(x) - mean(y) and a 95 % bootstrap interval (independent samples)."""
-    rng = np.random.default_rng(seed)
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    d = rng.choice(x, (n_boot, len(x))).mean(axis=1) - rng.choice(y, (n_boot, len(y))).mean(axis=1)
-    return x.mean() - y.mean(), *np.percentile(d, [2.5, 97.5])
+from course_utils.stats import diff_ci, mean_ci
+# mean_ci(x): mean and its 95 % t interval; diff_ci(x, y): mean(x) - mean(y) and its 95 % Welch t interval
+# (independent samples: each setting draws its own samples)
 
 
 d2 = {s: [] for s in GRID}          # distinct-2 per sample
@@ -1064,7 +1072,7 @@ if not GRADING:
             lp[s].append(logp[i].mean().item())
     n = len(SEEDS) * PER_SEED
     print(f"{len(GRID)} settings x {n} samples ({len(SEEDS)} seeds x {PER_SEED}), {SWEEP_NEW} new tokens; "
-          "95 % bootstrap intervals; differences are vs the baseline tau 0.7, p 0.9")
+          "95 % t intervals (differences: Welch); differences are vs the baseline tau 0.7, p 0.9")
     print(f"{'setting':16s} {'distinct-2 [95% CI]':>22s} {'vs base':>22s}   {'log-prob/token [95% CI]':>26s} "
           f"{'perplexity':>10s} {'vs base':>22s}")
     for s in GRID:
@@ -1091,26 +1099,27 @@ if d2[BASE]:
             axes[1].annotate(f"{s[0]}/{s[1]}", (x[0], y[0]), textcoords="offset points", xytext=(4, 4), fontsize=8)
     axes[1].set_xlabel("mean log-probability per token under the model (higher = more plausible)")
     axes[1].set_ylabel("distinct-2 (higher = less repetition)")
-    axes[1].set_title("Quality proxy vs diversity, mean and 95 % CI (labels: tau/top-p)")
+    axes[1].set_title("Quality proxy vs diversity, mean and 95 % t interval (labels: tau/top-p)")
     axes[1].legend()
     plt.tight_layout()
     plt.show()
 
 # %% [markdown]
 # **What the stand-in shows** (offline stand-in SmolLM2-135M-Instruct, full mode: 12 samples of 64
-# tokens per setting, the numbers of the table above; CI mode prints a smaller, noisier grid).
+# tokens per setting, the numbers of the table above with their 95 % t intervals, Welch's for the
+# differences from the baseline; CI mode prints a smaller, noisier grid).
 #
 # * **Temperature** (p = 0.9): distinct-2 climbs from 0.865 at τ = 0.2 to 0.979 at τ = 1.3 while the
 #   log-probability per token falls from −0.862 to −2.344 (perplexity 2.37 → 10.42). In diversity only
-#   the two ends differ from the baseline: τ = 0.2 repeats more (−0.078 [−0.126, −0.029]) and τ = 1.3
-#   less (+0.036 [+0.008, +0.066]); for τ = 0.5, 0.9 and 1.0 the interval of the difference contains 0.
-#   The log-probability moves at every step: τ 0.7 → 1.0 costs −0.499 [−0.594, −0.395] per token for a
-#   distinct-2 change of +0.020 [−0.015, +0.054], and τ = 1.3 has a perplexity of 10.42 against the
+#   the two ends differ from the baseline: τ = 0.2 repeats more (−0.078 [−0.132, −0.024]) and τ = 1.3
+#   less (+0.036 [+0.003, +0.069]); for τ = 0.5, 0.9 and 1.0 the interval of the difference contains 0.
+#   The log-probability moves at every step: τ 0.7 → 1.0 costs −0.499 [−0.607, −0.391] per token for a
+#   distinct-2 change of +0.020 [−0.018, +0.057], and τ = 1.3 has a perplexity of 10.42 against the
 #   baseline's 2.92 — the "drift / incoherence" of high τ, as a number.
-# * **Top-p** (τ = 0.7): p = 0.3 repeats more (−0.098 [−0.146, −0.052]); p = 0.6 is within the
-#   noise (−0.024 [−0.060, +0.015]); p = 0.95 gives +0.024 [−0.005, +0.056] (not significant) for
-#   −0.086 [−0.170, −0.002] of log-probability; p = 1.0 (only the hidden top-k 50 left) gives no
-#   diversity (+0.001) and costs −0.242.
+# * **Top-p** (τ = 0.7): p = 0.3 repeats more (−0.098 [−0.151, −0.045]); p = 0.6 is within the
+#   noise (−0.024 [−0.066, +0.018]); p = 0.95 gives +0.024 [−0.011, +0.058] (not significant) for
+#   −0.086 [−0.180, +0.008] of log-probability (not significant either); p = 1.0 (only the hidden
+#   top-k 50 left) gives no diversity (+0.001) and costs −0.242.
 # * **The rule of thumb, measured.** On this model the region τ ∈ [0.7, 1.0], p ∈ [0.9, 0.95] sits at
 #   the knee: distinct-2 there is 0.943 to 0.967, none of them distinguishable from the baseline, and
 #   leaving the region costs — below it in repetition (τ 0.2 and p 0.3 are significantly lower), above
@@ -1119,7 +1128,7 @@ if d2[BASE]:
 #   costs log-probability, so the lower end is the better start here, and the book's order for loops
 #   holds: raising top-p 0.90 → 0.95 cost less log-probability (−0.086) than raising τ 0.7 → 0.9
 #   (−0.271). What the rule does not say: τ = 0.5 is as good as 0.7 on this model (−0.012
-#   [−0.048, +0.024] in distinct-2, higher log-probability). Limits: one prompt, 64 tokens, a 135 M
+#   [−0.051, +0.028] in distinct-2, higher log-probability). Limits: one prompt, 64 tokens, a 135 M
 #   model; the log-probability is a proxy, not quality (a greedy loop scores high on it); another model
 #   or prompt can move the knee.
 
@@ -1141,8 +1150,8 @@ if d2[BASE]:
 # 0.911): it keeps circling back to "automatons … rules … unintended consequences"; A2 repeats
 # "ensemble methods". That is the opposite of the book's expectation, and one sample cannot settle
 # it: over 12 samples per setting the grid orders the means the book's way, A1 0.865 < A2 0.943 <
-# A3 0.963. Only τ = 0.2 differs from the baseline beyond the noise (−0.078 [−0.126, −0.029]); A3
-# vs A2 is +0.020 [−0.015, +0.054], within it. A.3 A3 varies most in theme (from transformers to
+# A3 0.963. Only τ = 0.2 differs from the baseline beyond the noise (−0.078 [−0.132, −0.024]); A3
+# vs A2 is +0.020 [−0.018, +0.057], within it. A.3 A3 varies most in theme (from transformers to
 # automatons and "engines"); A1 stays on a generic "models in engineering, economics, medicine".
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "written_part_b_question", "locked": true, "schema_version": 3, "solution": false, "task": false}
@@ -1156,8 +1165,8 @@ if d2[BASE]:
 # %% [markdown] nbgrader={"grade": true, "grade_id": "written_part_b", "locked": false, "points": 1, "schema_version": 3, "solution": true, "task": false}
 # **Answer.** (full-mode run, seed 0, SmolLM2 offline.) B.1 In the printed runs p = 0.6 (B2) repeated
 # most (distinct-2 0.722, vs 0.835 for p = 0.3 and 0.886 for p = 0.9); over 12 samples the grid puts
-# p = 0.3 lowest (mean 0.845, vs 0.919 and 0.943): p = 0.3 against 0.9 is −0.098 [−0.146, −0.052],
-# significant; p = 0.6 against 0.9 is −0.024 [−0.060, +0.015], not. B.2 B2: "a skilled architect, a musician, a
+# p = 0.3 lowest (mean 0.845, vs 0.919 and 0.943): p = 0.3 against 0.9 is −0.098 [−0.151, −0.045],
+# significant; p = 0.6 against 0.9 is −0.024 [−0.066, +0.018], not. B.2 B2: "a skilled architect, a musician, a
 # healer, a writer, a musician, a healer, a warrior, a musician, a healer, a warrior, a" — a loop.
 # B.3 With τ = 0.7 applied first the distribution is sharper, and whenever the top token alone has
 # mass ≥ p the nucleus holds that one token: the step is greedy. Section 2 shows it on
@@ -1192,7 +1201,7 @@ if d2[BASE]:
 # %% [markdown] nbgrader={"grade": true, "grade_id": "written_part_d", "locked": false, "points": 1, "schema_version": 3, "solution": true, "task": false}
 # **Answer.** top-p, increased (e.g. 0.3 → 0.9). The book's companion notebook produced this exact
 # text with top_p = 0.3, τ = 0.7. In the grid (SmolLM2 offline, full mode), distinct-2 rises from
-# p = 0.3 (0.845) to p = 0.9 (0.943) at fixed τ = 0.7 — p = 0.3 is −0.098 [−0.146, −0.052] below the
+# p = 0.3 (0.845) to p = 0.9 (0.943) at fixed τ = 0.7 — p = 0.3 is −0.098 [−0.151, −0.045] below the
 # baseline — because a larger nucleus lets more than the top token into the draw. Raising τ instead
 # also adds diversity, but at a larger cost in the model's log-probability (τ 0.7 → 0.9: −0.271 per
 # token; top-p 0.90 → 0.95: −0.086), the start of the incoherence that τ = 1.3 shows (perplexity 10.42).
@@ -1266,8 +1275,8 @@ if bench:
 # so the time grows with prompt length *and* quadratically-ish with generated length; with the cache
 # each step processes one token and only the prefill depends on $L$. On a CPU, where arithmetic
 # dominates, that is a large factor at long prompts (the table above, full mode, 32 new tokens, with
-# the torch thread count it prints: 2.8× at an 8-token prompt, 11.4× at 256; in the committed run, on
-# a shared machine, the 128-token prompt (4.9×) came out below the 64-token one (5.5×): a median of a
+# the torch thread count it prints: 2.1× at an 8-token prompt, 6.5× at 256; in the committed run, on
+# a shared machine, the 64-token prompt (2.0×) came out below the 8-token one (2.1×): a median of a
 # few runs does not remove all the noise of a busy CPU, so read the trend, or raise `BENCH_REPEATS`). On a GPU a 124 M model with a short prompt is different: each step is
 # dominated by fixed per-step costs (Python, kernel launches), not arithmetic, so the cache gains
 # little — measured on an H100: 0.67 s vs 0.63 s for 120 tokens at prompt 8 (no gain), 0.66 s vs 0.94 s
@@ -1282,7 +1291,7 @@ if bench:
 # Write your answer in the cell below (graded by hand; quote outputs of *your* notebook).
 
 # %% [markdown] nbgrader={"grade": true, "grade_id": "written_kv", "locked": false, "points": 1, "schema_version": 3, "solution": true, "task": false}
-# **Answer.** Full mode on the CPU (torch threads as printed), 32 new tokens: 2.8× at an 8-token prompt and 11.4× at 256 (CI
+# **Answer.** Full mode on the CPU (torch threads as printed), 32 new tokens: 2.1× at an 8-token prompt and 6.5× at 256 (CI
 # mode, 8 new tokens, prints a smaller gap: the prefill is a larger share of a short run); it grows with the prompt because without the cache every step
 # re-processes all $L + t$ tokens (cost ∝ $L$ per step) while with it a step costs one token plus
 # attention over the cache. The book timed one cold run per arm, cache first, unseeded sampling with

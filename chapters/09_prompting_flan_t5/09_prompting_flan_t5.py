@@ -49,7 +49,7 @@ from collections import Counter
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
-from tqdm.auto import tqdm
+from course_utils.progress import tqdm
 from transformers import GPT2Config
 
 from course_utils import CI_MODE
@@ -746,40 +746,14 @@ def balanced_subset(data, per_group):
     return out
 
 
-def wilson(k, n, z=1.96):
-    """95 % Wilson score interval of a binomial proportion k/n."""
-    if n == 0:
-        return (float("nan"), float("nan"))
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return (centre - half, centre + half)
-
-
-def mcnemar_exact(right_a, right_b):
-    """Paired comparison of two classifiers on the same examples: McNemar's exact test.
-
-    ``right_a``, ``right_b``: booleans, one per example. Returns ``(b, c, p)`` with ``b`` the number
-    of examples only A got right, ``c`` those only B got right and ``p`` the two-sided exact binomial
-    p-value of ``b`` out of ``b + c`` discordant pairs at 1/2 (1.0 when there is no discordant pair).
-    """
-    b = sum(bool(x) and not bool(y) for x, y in zip(right_a, right_b, strict=True))
-    c = sum(bool(y) and not bool(x) for x, y in zip(right_a, right_b, strict=True))
-    n = b + c
-    tail = sum(math.comb(n, i) for i in range(min(b, c) + 1)) / 2 ** n
-    return b, c, min(1.0, 2 * tail)
-
-
-def mean_ci(values, z=1.96):
-    """Mean of ``values`` and its normal-approximation 95 % interval (mean ± z·sd/√n)."""
-    v = np.asarray(values, dtype=float)
-    half = z * v.std(ddof=1) / math.sqrt(len(v)) if len(v) > 1 else float("nan")
-    return v.mean(), v.mean() - half, v.mean() + half
+from course_utils.stats import mcnemar_exact, mean_ci, wilson
+# wilson(k, n): 95 % Wilson interval of k/n; mcnemar_exact(right_a, right_b): (b, c, p) of McNemar's exact
+# test; mean_ci(values): mean and its 95 % t interval
 
 
 print("Wilson 95% interval of 24/48:", tuple(round(x, 4) for x in wilson(24, 48)))
-print("McNemar exact, A alone right on 2 examples, B alone on 9:", mcnemar_exact([1] * 2 + [0] * 9, [0] * 2 + [1] * 9))
-print("McNemar exact, 0 vs 6 discordant:", mcnemar_exact([0] * 6, [1] * 6))
+print("McNemar exact, A alone right on 2 examples, B alone on 9:", tuple(mcnemar_exact([1] * 2 + [0] * 9, [0] * 2 + [1] * 9)))
+print("McNemar exact, 0 vs 6 discordant:", tuple(mcnemar_exact([0] * 6, [1] * 6)))
 
 # %% nbgrader={"grade": false, "grade_id": "eval_set", "locked": true, "schema_version": 3, "solution": false, "task": false}
 N_PER_GROUP = 0 if AUTOGRADING else (2 if CI_MODE else 12)
@@ -1179,7 +1153,7 @@ else:
 #
 # The book says the restrictive template "reduz a entropia efetiva" of the answer. We measure it at
 # the label position, per example, in three ways, and report the mean over the examples with a
-# 95 % interval:
+# 95 % t interval:
 # - $H_\text{next}$: the entropy (nats) of the model's whole next-token distribution — how open the
 #   first token of the answer is;
 # - **label mass**: the probability of the first token of `POSITIVO` plus that of `NEGATIVO` — how
@@ -1201,12 +1175,12 @@ if RUNS:
         q = torch.softmax(run["scores"], -1)
         h_label = -(q * torch.log2(q.clamp_min(1e-300))).sum(-1)
         ENTROPY[(name, fmt)] = {"H_next": h_next.numpy(), "mass": mass.numpy(), "H_label": h_label.numpy()}
-    print(f"model in the banner, n = {len(EVAL)}; mean [95% interval] over the examples")
+    print(f"model in the banner, n = {len(EVAL)}; mean [95% t interval] over the examples")
     print(f"{'template':16s} {'fmt':4s} {'H_next (nats)':>22s} {'label mass':>22s} {'H_label (bits)':>22s}")
     for (name, fmt), e in ENTROPY.items():
         print(f"{name:16s} {fmt:4s} " + " ".join("{:.3f} [{:.3f}, {:.3f}]".format(*mean_ci(e[k])).rjust(22)
                                                for k in ["H_next", "mass", "H_label"]))
-    print("paired differences (A - B), mean [95% interval]:")
+    print("paired differences (A - B), mean [95% t interval]:")
     for a, b_ in [(("strict", f), ("loose", f)) for f in FORMATS] + [(("strict", f), ("zero-shot", f)) for f in FORMATS] \
             + [(("few-shot", f), ("zero-shot", f)) for f in FORMATS]:
         print(f"  {' '.join(a):16s} - {' '.join(b_):16s} " + " ".join(
@@ -1243,12 +1217,12 @@ if RESULTS:
 
 # %% [markdown]
 # **What the stand-in shows (section 9.5).** The few-shot *examples*, in raw text, are what concentrates
-# the next-token distribution: 1.367 nats [1.312, 1.421] at the label instead of 4.619 for
-# zero-shot (paired difference −3.253 [−3.349, −3.156]), and the first tokens of the two labels
+# the next-token distribution: 1.367 nats [95 % t interval 1.311, 1.423] at the label instead of 4.619 for
+# zero-shot (paired difference −3.253 [−3.352, −3.153]), and the first tokens of the two labels
 # take 0.903 of the probability instead of 0.156. The restrictive *wording* barely moves it: strict
-# − zero-shot in raw text is −0.084 [−0.122, −0.047] nats (real, but small) with a label mass
+# − zero-shot in raw text is −0.084 [−0.123, −0.046] nats (real, but small) with a label mass
 # change of +0.000 [−0.008, +0.009]; with the chat template strict *raises* the entropy (+0.310
-# [+0.289, +0.331]) and lowers the label mass (0.041 vs 0.093). Strict vs loose in raw text: +0.747
+# [+0.288, +0.332]) and lowers the label mass (0.041 vs 0.093). Strict vs loose in raw text: +0.747
 # nats more entropy but +0.147 more label mass (the loose `->` is continued with a quote: label
 # mass 0.009). None of this makes the model surer *which* label: the choice between the two
 # stays between 0.696 and 0.800 bits for the raw zero-shot, few-shot, strict and strict few-shot
@@ -1367,7 +1341,7 @@ print("VOTO FINAL (self-consistency):", majority_vote([normalize_label(s) for s 
 # 30/48 (strict). The echo comes from the chat template: the prompt becomes a user message and the
 # small model repeats it (section 9.2: `Este filme foi um desperdo de tempo.`), while as raw text the
 # continuation of `Sentimento:` is `NEGATIVO`. Entropy: the few-shot examples in raw text cut the
-# next-token entropy at the label by −3.253 [−3.349, −3.156] nats and raise the label mass from 0.156
+# next-token entropy at the label by −3.253 [−3.352, −3.153] nats and raise the label mass from 0.156
 # to 0.903; the strict wording changes it by only −0.084 nats in raw text and *raises* it by +0.310
 # with the chat template; the choice between the two labels stays near 0.696–0.800 bits. So
 # "templates reduce the effective entropy" holds for the examples and the format, not for the

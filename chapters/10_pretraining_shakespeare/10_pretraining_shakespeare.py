@@ -49,10 +49,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
 import torch
-from scipy import stats
 import torch.nn as nn
 import torch.nn.functional as F
-from tqdm.auto import tqdm
+from course_utils.progress import tqdm
 
 from course_utils import CI_MODE
 from course_utils.data import load_corpus, list_works
@@ -471,7 +470,8 @@ _paths = ["torch.nn.functional.scaled_dot_product_attention", "torch._C._nn.scal
 _hint = "write the attention yourself: scaled_dot_product_attention and nn.MultiheadAttention are off limits here."
 _cases = []
 for (_C, _H, _T, _B, _dt) in [(12, 4, 7, 3, torch.float32), (12, 1, 6, 2, torch.float32), (6, 6, 4, 2, torch.float32),
-                              (16, 4, 9, 2, torch.float64), (8, 2, 1, 3, torch.float32)]:
+                              (16, 4, 9, 2, torch.float64), (8, 2, 1, 3, torch.float32),
+                              (12, 3, 5, 2, torch.bfloat16)]:         # "same dtype": a 16-bit input stays 16-bit
     _what = f"C={_C}, H={_H}, T={_T}, {_dt}"
     torch.manual_seed(_C * 100 + _H * 10 + _T)
     _m = nn.MultiheadAttention(_C, _H, batch_first=True, dtype=_dt)       # its weights are the block's weights
@@ -488,7 +488,7 @@ for (_C, _H, _T, _B, _dt) in [(12, 4, 7, 3, torch.float32), (12, 1, 6, 2, torch.
     with torch.no_grad(), switched_off(*_paths, functions=[CausalSelfAttention.forward, CausalSelfAttention.__init__], hint=_hint):
         _oo = _bb(_xx)
     record(f"x after forward ({_what}; it must be left unchanged)", _xx)
-    record(f"output in eval mode ({_what})", _oo, atol=1e-5 if _dt == torch.float32 else 1e-10)
+    record(f"output in eval mode ({_what})", _oo, atol={torch.float32: 1e-5, torch.float64: 1e-10, torch.bfloat16: 5e-2}[_dt])
     _cases.append((_what, _m, _xx, _T, _dt))
 # dropout acts on the attention weights, in training mode only: with the weights set below, the output of
 # 4000 copies of one input in training mode has a known mean (the eval-mode output: dropout keeps the
@@ -523,7 +523,7 @@ for _what, _m, _xx, _T, _dt in _cases:
     _mk = torch.triu(torch.ones(_T, _T, dtype=torch.bool), diagonal=1)
     with torch.no_grad():
         _rr = _m(_xx, _xx, _xx, attn_mask=_mk, need_weights=False)[0]
-    expect(f"output in eval mode ({_what})", _rr, atol=1e-5 if _dt == torch.float32 else 1e-10)
+    expect(f"output in eval mode ({_what})", _rr, atol={torch.float32: 1e-5, torch.float64: 1e-10, torch.bfloat16: 5e-2}[_dt])
     _C, _H = _m.embed_dim, _m.num_heads
     expect(f"number of parameters of CausalSelfAttention({_C}, {_H})", 4 * _C * _C + 4 * _C)
     expect(f"x after forward ({_what}; it must be left unchanged)", _xx.clone())
@@ -587,11 +587,11 @@ print(f"max |yours - nn.MultiheadAttention| = {diff:.1e}")
 # **Tied or not?** The seed calls its head "equivalent to the transposed embedding", which reads
 # like weight tying (GPT-2 ties them, with $\mathcal N(0, 0.02^2)$ embeddings). The course unties
 # it: `tie_head=True` builds the tied variant, and section 6 trains both on the same seeds and
-# batches. In full mode (3 seeds, whole validation split) the tied head ends at 2.131 ± 0.113 nats
+# batches. In full mode (3 seeds, whole validation split) the tied head ends at 2.121 ± 0.118 nats
 # and the untied one at 1.907 ± 0.007 (95 % t intervals); paired seed by seed the tied head is
-# worse by 0.224 ± 0.113 nats (paired t-test p = 0.013). Only the untied head lands within 0.1 nat
+# worse by 0.214 ± 0.120 nats (paired t-test p = 0.017). Only the untied head lands within 0.1 nat
 # of the seed's 1.90 in 1200 steps, so the course unties it: its 10 752 parameters are no saving
-# worth 0.224 nats at this size. Tying pays when the vocabulary is large (GPT-2's tied head saves
+# worth 0.214 nats at this size. Tying pays when the vocabulary is large (GPT-2's tied head saves
 # 38.6 M parameters, printed in section 6).
 
 # %% nbgrader={"grade": false, "grade_id": "model", "locked": true, "schema_version": 3, "solution": false, "task": false}
@@ -895,19 +895,13 @@ def train_run(seed, attention=True, steps=RUN_STEPS, desc="", **model_kw):
     hist["val_full"] = evaluate_lm(model, X_val_final.to(DEVICE), Y_val_final.to(DEVICE))
     return model, hist
 
-def mean_ci(values, level=0.95):
-    """Mean over seeds and the half-width of its Student-t interval (nan with one seed)."""
-    v = np.asarray(values, dtype=float)
-    if len(v) < 2:
-        return v.mean(), float("nan")
-    return v.mean(), stats.t.ppf(0.5 + level / 2, len(v) - 1) * v.std(ddof=1) / math.sqrt(len(v))
+from course_utils.stats import mean_ci, paired_t   # 95 % t interval of a mean; paired t-test (scipy.stats.ttest_rel)
 
-def paired(a, b):
-    """Paired comparison over seeds: mean of a - b, its 95 % t interval, two-sided paired t-test p-value."""
-    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
-    m, h = mean_ci(d)
-    p = stats.ttest_rel(a, b).pvalue if len(d) > 1 else float("nan")
-    return f"{m:+.3f} ± {h:.3f} (paired t-test over {len(d)} seed(s): p = {p:.1e})"
+
+def seed_diff_text(a, b):
+    """a - b over the same seeds: mean ± half-width of its 95 % t interval, and the paired t-test's p-value."""
+    r = paired_t(a, b)
+    return f"{r.diff:+.3f} ± {(r.high - r.low) / 2:.3f} (paired t-test over {r.n} seed(s): p = {r.pvalue:.1e})"
 
 runs_attn = [train_run(s, attention=True, desc=f"with attention, seed {s}") for s in SEEDS]
 gpt, hist = runs_attn[0]
@@ -929,11 +923,11 @@ train_dropout = np.array([np.mean(h["train_dropout_on"][-100:]) for _, h in runs
 print(f"{'seed':>4} {'train, dropout ON (last 100 batches)':>37} {'train, eval mode':>17} {'validation, eval mode':>22}")
 for s, a, b, c in zip(SEEDS, train_dropout, train_full, val_full):
     print(f"{s:>4} {a:>37.3f} {b:>17.3f} {c:>22.3f}")
-m, h = mean_ci(val_full)
+m, h = mean_ci(val_full)[0], mean_ci(val_full).half_width
 print(f"validation loss (whole split, eval mode): {m:.3f} ± {h:.3f} (95 % t interval over {len(SEEDS)} seed(s)) "
       f"| seed 003: {SEED_TEST:.2f} | gap {m - SEED_TEST:+.3f} nats")
-print(f"train (eval mode) - validation:           {paired(train_full, val_full)}")
-print(f"train (dropout ON) - train (eval mode):   {paired(train_dropout, train_full)}")
+print(f"train (eval mode) - validation:           {seed_diff_text(train_full, val_full)}")
+print(f"train (dropout ON) - train (eval mode):   {seed_diff_text(train_dropout, train_full)}")
 print(f"bits per character: {val_full.mean() / math.log(2):.3f} | perplexity: {math.exp(val_full.mean()):.2f}")
 
 # %% [markdown]
@@ -991,15 +985,15 @@ print(f"{'seed':>4} {'untied (PyTorch defaults)':>26} {'tied (GPT-2 init)':>18}"
 for s, a, b in zip(SEEDS, val_full, val_tied):
     print(f"{s:>4} {a:>26.3f} {b:>18.3f}")
 for name, v in (("untied", val_full), ("tied", val_tied)):
-    m, h = mean_ci(v)
+    m, h = mean_ci(v)[0], mean_ci(v).half_width
     print(f"{name:>6}: validation loss {m:.3f} ± {h:.3f} (95 % t interval over {len(v)} seed(s)), "
           f"{m - SEED_TEST:+.3f} from the seed's {SEED_TEST:.2f}")
-print(f"tied - untied: {paired(val_tied, val_full)}")
+print(f"tied - untied: {seed_diff_text(val_tied, val_full)}")
 print(f"parameters: untied {count_parameters(runs_attn[0][0]):,} | tied {count_parameters(runs_tied[0][0]):,} "
       f"| an untied head costs {VOCAB * CONFIG['n_embd']:,} here; GPT-2's would cost 50257 x 768 = {50257 * 768:,}")
 
 # %% [markdown]
-# The tied runs also vary far more from seed to seed (2.087 to 2.178 on the validation split,
+# The tied runs also vary far more from seed to seed (2.070 to 2.165 on the validation split,
 # against 1.904 to 1.909 untied): with GPT-2's small initialisation, the tied model trains slower
 # and less evenly within the seed's 1200 steps. Whether it catches up with a longer run is not
 # measured here.
@@ -1058,13 +1052,13 @@ print(f"{'seed':>4} {'validation, no attention':>25} {'with attention':>15} {'tr
 for s, a, b, c in zip(SEEDS, val_noattn, val_full, train_noattn):
     print(f"{s:>4} {a:>25.3f} {b:>15.3f} {c:>31.3f}")
 for name, v in (("with attention", val_full), ("without attention", val_noattn)):
-    m, h = mean_ci(v)
+    m, h = mean_ci(v)[0], mean_ci(v).half_width
     print(f"{name:>17}: validation loss {m:.3f} ± {h:.3f} (95 % t interval over {len(v)} seed(s))")
-m, h = mean_ci(val_noattn - bigram_val)
+m, h = mean_ci(val_noattn - bigram_val)[0], mean_ci(val_noattn - bigram_val).half_width
 print(f"without attention - bigram from counts ({bigram_val:.3f}), validation: {m:+.3f} ± {h:.3f}")
-m, h = mean_ci(train_noattn - bigram_train_mle)
+m, h = mean_ci(train_noattn - bigram_train_mle)[0], mean_ci(train_noattn - bigram_train_mle).half_width
 print(f"without attention - bigram entropy of the training text ({bigram_train_mle:.3f}), training windows: {m:+.3f} ± {h:.3f}")
-print(f"with - without attention, validation: {paired(val_full, val_noattn)}")
+print(f"with - without attention, validation: {seed_diff_text(val_full, val_noattn)}")
 
 # %% nbgrader={"grade": false, "grade_id": "ablation_plot", "locked": true, "schema_version": 3, "solution": false, "task": false}
 fig, ax = plt.subplots(figsize=(7.5, 4.2))

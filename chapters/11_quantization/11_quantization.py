@@ -398,6 +398,9 @@ record("q of blockwise_absmax_quantize([7, -6.5, ..., 5.5], 14, n_bits=4) (halve
 for _bad in [dict(blocksize=5), dict(blocksize=0), dict(blocksize=64, n_bits=9), dict(blocksize=64, n_bits=1)]:
     record(f"blockwise_absmax_quantize(x of 128 values, {_bad})",
            outcome(blockwise_absmax_quantize, torch.randn(128, generator=_gen), **_bad))
+_tiny = torch.tensor([1e-9, -4e-10, 3.0, -1.0])   # block 0: a tiny absmax, not zero (L / absmax, no epsilon)
+_q, _a = blockwise_absmax_quantize(_tiny, 2)
+record("q of blockwise_absmax_quantize([1e-9, -4e-10, 3, -1], 2) (absmax 1e-9 is not 0: scale L / absmax)", _q)
 ### BEGIN REFERENCE
 from course_utils.grading import expect
 for _r, _c, _W in _rows:
@@ -430,7 +433,9 @@ expect("q of blockwise_absmax_quantize([7, -6.5, ..., 5.5], 14, n_bits=4) (halve
        torch.tensor([7, -6, -6, -4, -4, -2, -2, 0, 0, 2, 2, 4, 4, 6], dtype=torch.int8))
 for _bad in [dict(blocksize=5), dict(blocksize=0), dict(blocksize=64, n_bits=9), dict(blocksize=64, n_bits=1)]:
     expect(f"blockwise_absmax_quantize(x of 128 values, {_bad})", "raises ValueError")
-del _rows, _small, _halves, _hw, _xh, _x7, _hwa, _ref_q, _ref_a
+expect("q of blockwise_absmax_quantize([1e-9, -4e-10, 3, -1], 2) (absmax 1e-9 is not 0: scale L / absmax)",
+       torch.tensor([127, -51, 127, -42], dtype=torch.int8))     # round(x / absmax * 127) in float64: 127, -50.8, 127, -42.3
+del _rows, _small, _halves, _hw, _xh, _x7, _hwa, _ref_q, _ref_a, _tiny
 ### END REFERENCE
 ### END HIDDEN TESTS
 
@@ -817,12 +822,7 @@ def logits_and_ppl(m):
     return logits, math.exp(float(nll_tok.mean())), nll_tok
 
 
-def mean_ci(d, n_boot=4000, seed=0):
-    """Mean of d and a 95 % bootstrap interval (tokens resampled independently: a rough interval)."""
-    d = np.asarray(d, dtype=float)
-    boots = d[np.random.default_rng(seed).integers(0, len(d), (n_boot, len(d)))].mean(axis=1)
-    lo, hi = np.percentile(boots, [2.5, 97.5])
-    return float(d.mean()), float(lo), float(hi)
+from course_utils.stats import mean_ci   # mean and its 95 % t interval (tokens taken as independent: a rough interval)
 
 @torch.no_grad()
 def measure(fmt, fn):
@@ -858,7 +858,7 @@ else:
     for r in rows:
         print(f"{r['fmt']:8s}{r['bytes'] / MiB:>8.1f} MiB{rows[0]['bytes'] / r['bytes']:>8.2f}x{8 * r['matrix_bytes'] / n_lin:>13.3f}"
               f"{r['w_err']:>11.2e}{r['logit_err']:>17.4f}{r['ppl']:>12.3f}")
-    print(f"\nchange from fp32, paired over the same {ids.shape[1] - 1} predicted tokens (95 % bootstrap interval of the mean NLL change):")
+    print(f"\nchange from fp32, paired over the same {ids.shape[1] - 1} predicted tokens (95 % t interval of the mean NLL change):")
     for r in rows[1:]:
         d, lo, hi = mean_ci((r["nll"] - nll_fp32).numpy())
         print(f"{r['fmt']:8s} perplexity {r['ppl'] - ppl_fp32:+7.3f} | mean NLL {d:+.4f} nats [{lo:+.4f}, {hi:+.4f}]"
@@ -895,7 +895,7 @@ for fmt in ("nf4", "nf4+DQ"):
 if "nf4" in RESULTS:
     d, lo, hi = mean_ci((RESULTS["nf4+DQ"]["nll"] - RESULTS["nf4"]["nll"]).numpy())
     print(f"nf4+DQ - nf4: weight error {RESULTS['nf4+DQ']['w_err'] - RESULTS['nf4']['w_err']:+.2e} | perplexity "
-          f"{RESULTS['nf4+DQ']['ppl'] - RESULTS['nf4']['ppl']:+.3f} | mean NLL {d:+.4f} nats [95% CI {lo:+.4f}, {hi:+.4f}] | "
+          f"{RESULTS['nf4+DQ']['ppl'] - RESULTS['nf4']['ppl']:+.3f} | mean NLL {d:+.4f} nats [95% t CI {lo:+.4f}, {hi:+.4f}] | "
           f"memory {(RESULTS['nf4+DQ']['bytes'] - RESULTS['nf4']['bytes']) / MiB:+.1f} MiB")
 
 # %% [markdown]
@@ -1006,19 +1006,12 @@ else:
 # (`min_new_tokens` = `max_new_tokens`, so no model stops early) after the same prompt, every model
 # once per round, the order rotated each round, after a warm-up call (`bitsandbytes` repacks its CPU
 # weights at the first call). The ratio to fp32 is the geometric mean of the per-round ratios, with a
-# 95 % bootstrap interval over rounds. On a GPU (`torch.cuda.is_available()`) the same cell measures
+# 95 % t interval (of the log ratios) over rounds. On a GPU (`torch.cuda.is_available()`) the same cell measures
 # there.
 
 # %% nbgrader={"grade": false, "grade_id": "book_generate", "locked": true, "schema_version": 3, "solution": false, "task": false}
-from tqdm.auto import tqdm
-
-
-def paired_ratio(t, t_ref, n_boot=4000, seed=0):
-    """Geometric mean of t / t_ref over paired repetitions, and its 95 % bootstrap interval."""
-    lr = np.log(np.asarray(t, dtype=float) / np.asarray(t_ref, dtype=float))
-    boots = lr[np.random.default_rng(seed).integers(0, len(lr), (n_boot, len(lr)))].mean(axis=1)
-    lo, hi = np.percentile(boots, [2.5, 97.5])
-    return float(np.exp(lr.mean())), float(np.exp(lo)), float(np.exp(hi))
+from course_utils.progress import tqdm
+from course_utils.stats import ratio_ci   # geometric mean of paired ratios, 95 % t interval of their logs
 
 
 def sync():
@@ -1046,10 +1039,10 @@ if loaded:
     where = f"CPU, AVX512-BF16: {bool(bnbF.has_avx512bf16())}" if RUN_DEVICE == "cpu" else torch.cuda.get_device_name()
     print(f"greedy generation of {N_NEW} tokens after a {prompt.shape[1]}-token prompt, {GEN_ROUNDS} rounds ({where})")
     for name, ts in gen_times.items():
-        g, lo, hi = paired_ratio(ts, gen_times["fp32"])
+        g, lo, hi = ratio_ci(ts, gen_times["fp32"])
         same = int((new_tokens[name] == new_tokens["fp32"]).int().cumprod(0).sum())
         print(f"{name:11s} median {np.median(ts):6.3f} s = {N_NEW / np.median(ts):6.1f} tokens/s | time / fp32 "
-              f"{g:5.2f}x [95% CI {lo:.2f}, {hi:.2f}] | first {same:2d} of {N_NEW} tokens as fp32's")
+              f"{g:5.2f}x [95% t CI {lo:.2f}, {hi:.2f}] | first {same:2d} of {N_NEW} tokens as fp32's")
     print("\nnf4's continuation:", repr(tok.decode(new_tokens["nf4"])[:70]))
     model.to("cpu")
     del loaded
@@ -1067,11 +1060,13 @@ if loaded:
 #   (3.20×). FP4 and NF4 take exactly the same memory: same blocks, same scales, a different table of
 #   16 values.
 # - **Speed.** On this CPU 4-bit generation was **faster** than fp32, the opposite of the book's GPU:
-#   the book's config took a median 0.948 s for 32 tokens against 1.526 s, 0.63× the time
-#   [95 % CI 0.60, 0.68]; nf4 the same, 0.63× [0.59, 0.68]. bf16, which only halves the bytes, took
-#   0.69× [0.67, 0.71]. At batch 1 every new token reads every weight once, so fewer bytes per weight
-#   means less waiting for memory; section 8 shows the kernel that makes 4-bit cheap here.
-# - **Output.** Greedy decoding follows fp32 for the first 10 of 32 tokens in bf16, and only the first
+#   the book's config took a median 3.128 s for 32 tokens against 4.226 s, 0.74× the time
+#   [95 % t interval 0.67, 0.82]; nf4 the same, 0.74× [0.64, 0.86]. bf16, which only halves the bytes,
+#   took 1.07× [0.96, 1.20]: no difference from fp32 outside the interval (the committed run shared
+#   its 2 cores with other jobs, hence the slow medians and the wide intervals). At batch 1 every new
+#   token reads every weight once, so fewer bytes per weight means less waiting for memory; section 8
+#   shows the kernel that makes 4-bit cheap here.
+# - **Output.** Greedy decoding follows fp32 for the first 28 of 32 tokens in bf16, and only the first
 #   4 (book config) or 5 (nf4) in 4 bits: the 4-bit rounding changes the text early, in line with the
 #   nf4 perplexity increase of section 6.
 
@@ -1098,7 +1093,7 @@ if loaded:
 #
 # Below: one decoding step (one token) through a layer of the SmolLM2 MLP shape (576 → 1536) with the
 # real `bitsandbytes` layers on this CPU, 20 calls per measurement, every layer once per round in a
-# rotated order, the ratio to fp32 with a 95 % bootstrap interval over rounds.
+# rotated order, the ratio to fp32 with a 95 % t interval (of the log ratios) over rounds.
 
 # %% nbgrader={"grade": false, "grade_id": "speed", "locked": true, "schema_version": 3, "solution": false, "task": false}
 def time_layers(layers, rounds, calls=20):
@@ -1149,19 +1144,19 @@ else:
     print(f"AVX512-BF16 on this CPU: {bool(bnbF.has_avx512bf16())} | nf4 layer repacked for the fused CPU kernel: "
           f"{bool(getattr(layers['nf4 Linear4bit (fp32 compute)'][0].weight.quant_state, 'packing_format_for_cpu', False))}")
     for name, ts in speed.items():
-        g, lo, hi = paired_ratio(ts, speed["fp32 nn.Linear"])
-        print(f"{name:30s} {1e6 * np.median(ts):7.1f} us per token | time / fp32 {g:5.2f}x [95% CI {lo:.2f}, {hi:.2f}]")
+        g, lo, hi = ratio_ci(ts, speed["fp32 nn.Linear"])
+        print(f"{name:30s} {1e6 * np.median(ts):7.1f} us per token | time / fp32 {g:5.2f}x [95% t CI {lo:.2f}, {hi:.2f}]")
 
 # %% [markdown]
-# **Observe** (committed run, this CPU). The nf4 layer took 0.68× the fp32 time with bf16 compute
-# [95 % CI 0.66, 0.70] and 0.80× with fp32 compute [0.77, 0.83] (the fused kernel computes in bf16
+# **Observe** (committed run, this CPU). The nf4 layer took 0.42× the fp32 time with bf16 compute
+# [95 % t interval 0.36, 0.48] and 0.58× with fp32 compute [0.51, 0.66] (the fused kernel computes in bf16
 # either way; fp32 compute adds the conversions): 4-bit is *faster* than fp32 here, not slower.
-# `Linear8bitLt` took 2.03× [1.96, 2.10]: it has no fused CPU kernel, and each call quantizes the
+# `Linear8bitLt` took 2.29× [2.15, 2.44]: it has no fused CPU kernel, and each call quantizes the
 # input row, multiplies in int8, rescales and handles outlier columns. The bf16 `nn.Linear` was
-# *slower* than fp32 for one layer (1.23× [1.18, 1.28]) although the bf16 model generated faster
-# (section 7): a single 576 × 1536 matrix called in a loop stays in the CPU cache, so this timing
-# measures arithmetic, while the whole model is read from memory at every token. Measure the thing
-# you care about.
+# *slower* than fp32 for one layer (1.12× [1.04, 1.20]) although the whole bf16 model was not
+# measurably slower (section 7, an interval containing 1): a single 576 × 1536 matrix called in a
+# loop stays in the CPU cache, so this timing measures arithmetic, while the whole model is read from
+# memory at every token. Measure the thing you care about.
 
 # %% [markdown]
 # ## 9. From here to QLoRA: Book §6.7 and §7.3.4
@@ -1234,19 +1229,20 @@ del _g, _W, _x, _x2
 #    `get_memory_footprint()`, 3.23× (3.20× with the scales it leaves out), because `from_pretrained`
 #    kept the 28,311,552-parameter embedding in float32. 8× is the ratio of the quantized matrices
 #    alone, without scales.
-# 2. Over 511 held-out predicted tokens: fp32 25.371; bf16 25.336 and int8 25.391, changes of
-#    -0.035 and +0.020 whose mean NLL changes (-0.0014 nats [-0.0059, +0.0030] and +0.0008
-#    [-0.0059, +0.0074]) are inside their intervals: no measurable change. nf4 is the one that moved
-#    it: 31.491, +6.120 (+0.2161 nats per token [+0.1526, +0.2841]), with the largest max logit error
-#    (21.1001). Double quantization did not reduce the error: the weight error grew slightly
+# 2. Over 511 held-out predicted tokens: fp32 25.371; bf16 25.346 and int8 25.391, changes of
+#    -0.025 and +0.020 whose mean NLL changes (-0.0010 nats [95 % t interval -0.0052, +0.0033] and
+#    +0.0008 [-0.0060, +0.0076]) contain 0: no measurable change. nf4 is the one that moved
+#    it: 31.491, +6.120 (+0.2161 nats per token [+0.1508, +0.2814]), with the largest max logit error
+#    (21.1000). Double quantization did not reduce the error: the weight error grew slightly
 #    (0.014004 against 0.013974) and the perplexity change, -0.040 (-0.0013 nats
-#    [-0.0045, +0.0019]), is inside its interval. What it bought is memory: the scale overhead went
+#    [-0.0045, +0.0020]), is inside its interval. What it bought is memory: the scale overhead went
 #    from 0.500 to 0.127 bit per weight (-4.7 MiB here, 4.83× instead of 4.62×).
-# 3. Faster, on this CPU. The book's recipe generated 32 tokens in a median 0.948 s against 1.526 s
-#    for fp32, 0.63× the time [95 % CI 0.60, 0.68], nf4 0.63× [0.59, 0.68]; one nf4 layer took 0.68×
-#    [0.66, 0.70] (bf16 compute). Both intervals lie below 1. Here `bitsandbytes` runs a fused
+# 3. Faster, on this CPU. The book's recipe generated 32 tokens in a median 3.128 s against 4.226 s
+#    for fp32, 0.74× the time [95 % t interval 0.67, 0.82], nf4 0.74× [0.64, 0.86]; one nf4 layer took
+#    0.42× [0.36, 0.48] (bf16 compute). All three intervals lie below 1. Here `bitsandbytes` runs a fused
 #    AVX512-BF16 kernel that decodes while it multiplies, and at batch 1 the model is limited by reading
-#    its weights from memory, so fewer bytes win (bf16, half the bytes, took 0.69×). On the book's GPU
+#    its weights from memory, so fewer bytes read win (bf16, half the bytes but no fused kernel here,
+#    took 1.07× [0.96, 1.20]: no measurable gain). On the book's GPU
 #    (Book §6.5: 1.06 s against 0.64 s) and on an H100 (measured on an H100: 48 against 27 tokens/s) a
 #    135 M model at batch 1 is limited by kernel launches, and the 4-bit layers add work around every
 #    matmul, so there 4-bit was slower. Speed depends on the kernel and the hardware; memory is the

@@ -48,7 +48,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from tqdm.auto import tqdm
+from course_utils.progress import tqdm
 
 with contextlib.redirect_stderr(io.StringIO()):   # bitsandbytes prints a line about optional CPU kernels
     import bitsandbytes as bnb
@@ -841,7 +841,7 @@ del lin, q4, W_deq, x, g, model_q, model_qlora, opt, grads, packed_before, adapt
 #    style examples gives $P(\text{casual})$ of a text; we score the greedy answers to the 24
 #    held-out prompts. The classifier is weak (its scale is printed below: it gives the
 #    meteorologist answers and the casual ones mean scores well inside $(0, 1)$), so a shift must be
-#    compared with its noise: a 95 % bootstrap interval over prompts, and for "did it move?" the
+#    compared with its noise: a 95 % percentile-bootstrap interval over prompts, and for "did it move?" the
 #    *paired* difference after − before on the same prompts, with a sign-flip permutation test.
 # 2. *Style margin* (what the model prefers, no generation, no classifier): on each of the ten
 #    held-out pairs, the mean $-\log p$ per token of the meteorologist answer minus that of the
@@ -883,23 +883,9 @@ def style_score(texts):
     return float(style_probs(texts).mean())
 
 
-def bootstrap_ci(x, n_boot: int = 10_000, seed: int = 0) -> tuple[float, float, float]:
-    """Mean of x and a 95 % percentile-bootstrap interval of the mean (resampling the entries of x)."""
-    x = np.asarray(x, dtype=float)
-    means = x[np.random.default_rng(seed).integers(0, len(x), (n_boot, len(x)))].mean(axis=1)
-    return float(x.mean()), float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
-
-
-def sign_flip_p(d, n_perm: int = 20_000, seed: int = 0) -> float:
-    """Two-sided paired permutation test of mean(d) = 0: flip the sign of each difference at random
-    (all 2^n sign patterns when n <= 16, else n_perm random ones)."""
-    d = np.asarray(d, dtype=float)
-    n = len(d)
-    if n <= 16:
-        signs = ((np.arange(2 ** n)[:, None] >> np.arange(n)) & 1) * 2 - 1
-        return float((np.abs((signs * d).mean(axis=1)) >= abs(d.mean()) - 1e-12).mean())
-    signs = np.random.default_rng(seed).choice([-1, 1], size=(n_perm, n))       # Monte Carlo, plus the observed signs
-    return float(((np.abs((signs * d).mean(axis=1)) >= abs(d.mean()) - 1e-12).sum() + 1) / (n_perm + 1))
+from course_utils.stats import bootstrap_ci, sign_flip_p
+# bootstrap_ci(x): mean of x and its 95 % percentile-bootstrap interval (scipy.stats.bootstrap, seeded);
+# sign_flip_p(d): two-sided paired permutation test of mean(d) = 0, each difference's sign flipped
 
 
 def ci_text(x, digits: int = 3) -> str:
@@ -908,7 +894,7 @@ def ci_text(x, digits: int = 3) -> str:
     return f"{m:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
 
 
-def paired_text(after, before, digits: int = 3) -> str:
+def change_text(after, before, digits: int = 3) -> str:
     """The paired difference after - before (same prompts or rows): 'mean [lo, hi] p=...'."""
     d = np.asarray(after, dtype=float) - np.asarray(before, dtype=float)
     p_value = sign_flip_p(d)
@@ -921,7 +907,7 @@ p_met, p_cas = style_probs(p_["meteorologist"] for p_ in PAIRS), style_probs(p_[
 print(f"{len(PAIRS)} pairs: {len(TRAIN_PAIRS)} trained on, {len(HOLD_PAIRS)} held out; {len(EVAL_PROMPTS)} held-out prompts")
 print(f"classifier accuracy on the 84 course responses (not seen by the classifier): {acc:.3f}")
 print(f"style score [95% CI over the 42 prompts]: meteorologist answers {ci_text(p_met)}, casual answers {ci_text(p_cas)}")
-print(f"paired casual - meteorologist, same prompt: {paired_text(p_cas, p_met)}   <- the classifier's full scale")
+print(f"paired casual - meteorologist, same prompt: {change_text(p_cas, p_met)}   <- the classifier's full scale")
 
 # %% [markdown]
 # The classifier separates the styles (accuracy above) but compresses them: the mean score of a
@@ -1132,7 +1118,7 @@ if not SKIP_RUNS:
     b_style = EVALS["base"]["style"]
     print(f"style score [95% CI over {len(b_style)} prompts]: base {ci_text(b_style)}")
     for k in ("base+meteo.", "base+casua."):
-        print(f"  {k:12s} {ci_text(EVALS[k]['style'])}   paired change vs base: {paired_text(EVALS[k]['style'], b_style)}")
+        print(f"  {k:12s} {ci_text(EVALS[k]['style'])}   paired change vs base: {change_text(EVALS[k]['style'], b_style)}")
     print(f"style margin of the base [95% CI over {len(HOLD_PAIRS)} held-out pairs]: {ci_text(EVALS['base']['margin'])} nats/token")
 
 
@@ -1182,14 +1168,14 @@ if not SKIP_RUNS:
     print("\nPaired changes vs the base: mean [95% bootstrap CI] and sign-flip p-value")
     for k in ("SFT", "LoRA", "QLoRA"):
         e = EVALS[k]
-        print(f"{k:6s} style score {paired_text(e['style'], BASE_EV['style'])} ({len(BASE_EV['style'])} prompts) | "
-              f"style margin {paired_text(e['margin'], BASE_EV['margin'])} ({len(BASE_EV['margin'])} pairs)")
-        print(f"{'':6s} fit loss {paired_text(e['fit'], BASE_EV['fit'])} ({len(BASE_EV['fit'])} pairs) | "
-              f"unrelated-text loss {paired_text(e['unrel'], BASE_EV['unrel'])} ({len(BASE_EV['unrel'])} sentences)")
+        print(f"{k:6s} style score {change_text(e['style'], BASE_EV['style'])} ({len(BASE_EV['style'])} prompts) | "
+              f"style margin {change_text(e['margin'], BASE_EV['margin'])} ({len(BASE_EV['margin'])} pairs)")
+        print(f"{'':6s} fit loss {change_text(e['fit'], BASE_EV['fit'])} ({len(BASE_EV['fit'])} pairs) | "
+              f"unrelated-text loss {change_text(e['unrel'], BASE_EV['unrel'])} ({len(BASE_EV['unrel'])} sentences)")
     e, b_ = EVALS["QLoRA"], EVALS["LoRA"]
-    print(f"QLoRA - LoRA (paired): style score {paired_text(e['style'], b_['style'])} | style margin "
-          f"{paired_text(e['margin'], b_['margin'])}\n{'':21s}fit loss {paired_text(e['fit'], b_['fit'])} | "
-          f"unrelated-text loss {paired_text(e['unrel'], b_['unrel'])}")
+    print(f"QLoRA - LoRA (paired): style score {change_text(e['style'], b_['style'])} | style margin "
+          f"{change_text(e['margin'], b_['margin'])}\n{'':21s}fit loss {change_text(e['fit'], b_['fit'])} | "
+          f"unrelated-text loss {change_text(e['unrel'], b_['unrel'])}")
     print("\nTraining loss per step (a different batch each step):")
     for k in ("SFT", "LoRA", "QLoRA"):
         print(f"  {k:6s}", " ".join(f"{v:.3f}" for v in RESULTS[k]["losses"]))
@@ -1232,22 +1218,22 @@ if not SKIP_RUNS:
 # from 0. The per-step training loss zig-zags (3.673, 3.243, 3.601, …) because each step sees a
 # different batch; that zig-zag is what made a 2-step run look like a rising loss.
 # *The style moved for LoRA and QLoRA, not for SFT.* Style score +0.088 [0.036, 0.136] (p = 0.004)
-# for LoRA and +0.122 [0.084, 0.158] for QLoRA; style margin +0.341 [0.206, 0.480] and +0.362
-# [0.240, 0.494] — both measures agree, and both exceed what the book's casual instruction did as a
+# for LoRA and +0.121 [0.084, 0.154] for QLoRA; style margin +0.341 [0.206, 0.480] and +0.361
+# [0.240, 0.492] — both measures agree, and both exceed what the book's casual instruction did as a
 # prompt (+0.046). SFT with the book's learning rate fits the training answers (fit loss −0.904) but
-# its held-out style did not move: score −0.023 [−0.064, 0.022], p = 0.319; margin +0.026
+# its held-out style did not move: score −0.023 [−0.064, 0.022], p = 0.316; margin +0.026
 # [−0.084, 0.122], p = 0.656. Sixteen steps at $5\cdot10^{-5}$ learn the content of the answers, not
 # a tone that transfers to new prompts; LoRA's higher learning rate on few parameters does. All shifts
 # stay well short of the classifier's full scale (0.299): a partial style change, visible in the
 # generations ("El Niño is a pretty cool thing!") together with a cost no score here measures —
 # repetitive, sometimes wrong content ("warm air gets warm and rises, and cool air gets cool").
 # *No forgetting is detectable*: the loss on the unrelated sentences went *down* for all three
-# (−0.074 [−0.097, −0.047], −0.139 [−0.179, −0.098], −0.075 [−0.148, 0.016]); 16 steps on 6 layers
+# (−0.074 [−0.097, −0.047], −0.139 [−0.179, −0.098], −0.076 [−0.148, 0.016]); 16 steps on 6 layers
 # are far from overwriting what the model knows.
 # *QLoRA vs LoRA*, paired on the same prompts and rows: the 4-bit base costs a little fit (fit loss
-# +0.040 [0.017, 0.064], p = 0.002; at the first step 3.746 vs 3.673 on the same batch, the
-# quantization error) and nothing consistent in style (score +0.034 [0.007, 0.063], p = 0.024, but
-# margin +0.021 [−0.035, 0.074], p = 0.486). Step time: 4.11 s vs 2.85 s, ratio 1.35 [1.23, 1.46]
+# +0.039 [0.017, 0.064], p = 0.003; at the first step 3.746 vs 3.673 on the same batch, the
+# quantization error) and nothing consistent in style (score +0.033 [0.004, 0.063], p = 0.038, but
+# margin +0.021 [−0.036, 0.074], p = 0.494). Step time: 5.24 s vs 4.05 s, ratio 1.27 [1.20, 1.35]
 # paired step by step in this run — but see the step-time note above: on this shared CPU the ratio
 # moves from run to run more than that interval says.
 
@@ -1317,21 +1303,21 @@ if not SKIP_RUNS:
 # weights; SFT 756 MiB, because gradients and two AdamW moments add three copies of the 81 MiB of
 # trained weights (trained on every layer, SFT's state would be about 4 × 513 MiB ≈ 2 GiB).
 # (b) The style moved for LoRA and QLoRA: paired change of the style score +0.088 [0.036, 0.136],
-# p = 0.004 (LoRA) and +0.122 [0.084, 0.158] (QLoRA) over 24 held-out prompts, and of the style
-# margin +0.341 [0.206, 0.480], p = 0.004 and +0.362 [0.240, 0.494], p = 0.002 over 10 held-out
+# p = 0.004 (LoRA) and +0.121 [0.084, 0.154] (QLoRA) over 24 held-out prompts, and of the style
+# margin +0.341 [0.206, 0.480], p = 0.004 and +0.361 [0.240, 0.492], p = 0.002 over 10 held-out
 # pairs: both intervals exclude 0, so these are real shifts, not noise — though far from the
-# classifier's full scale (0.299). SFT (book's lr) did not move it: −0.023 [−0.064, 0.022], p = 0.319;
+# classifier's full scale (0.299). SFT (book's lr) did not move it: −0.023 [−0.064, 0.022], p = 0.316;
 # margin +0.026, p = 0.656, although its fit loss fell by 0.904. The generations agree ("El Niño is a
 # pretty cool thing!" from LoRA vs the base's textbook definition). Perplexity on the unrelated text
-# did not rise: 59.00 (base) → 55.01 (SFT), 51.52 (LoRA), 55.42 (QLoRA), paired loss changes
-# −0.074, −0.139, −0.075 [−0.148, 0.016]: no forgetting detectable; the cost shows in the answers
+# did not rise: 59.00 (base) → 55.01 (SFT), 51.52 (LoRA), 55.39 (QLoRA), paired loss changes
+# −0.074, −0.139, −0.076 [−0.148, 0.016]: no forgetting detectable; the cost shows in the answers
 # instead (repetitive, partly wrong content).
 # (c) The 4-bit base cut the training state from 521 MiB (LoRA) to 450 MiB: the 6 quantized layers'
 # linear weights shrink about 7× (NF4 codes plus one float32 absmax per block of 64:
 # $4 + 32/64$ bits per weight). It cost a little accuracy at the start — first-step loss 3.746 vs
 # 3.673 on the same batch, the quantization error — and a slightly higher fit loss after training
-# (2.578 vs 2.539; paired +0.040 [0.017, 0.064], p = 0.002), while the style was not worse (margin
-# +0.021, p = 0.486). Step time: 4.11 s vs 2.85 s in the committed run (ratio 1.35 [1.23, 1.46] over
+# (2.578 vs 2.539; paired +0.039 [0.017, 0.064], p = 0.003), while the style was not worse (margin
+# +0.021, p = 0.494). Step time: 5.24 s vs 4.05 s in the committed run (ratio 1.27 [1.20, 1.35] over
 # its steps), but the ratio is not stable on this shared machine (two earlier runs measured on the
 # same CPU gave 1.00 and 1.02): no reliable cost or gain in speed here. On a 135 M model 4 bits buy little;
 # they matter when the frozen weights dominate the memory (billions of parameters on one GPU).

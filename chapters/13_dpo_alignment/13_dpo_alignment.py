@@ -45,7 +45,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from scipy import stats
-from tqdm.auto import tqdm
+from course_utils.progress import tqdm
 
 from course_utils import CI_MODE
 from course_utils.models import load_model, quiet_hf, SMOLLM2
@@ -564,22 +564,14 @@ def pref_accuracy(margins):
     return float(np.mean((margins > 0) + 0.5 * (margins == 0)))
 
 
-def wilson(p, n, z=1.96):
-    """95 % Wilson interval of a proportion p seen on n items (p may count ties as half)."""
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return centre - half, centre + half
-
-
-def t_interval(x):
-    """Mean of x and its 95 % t-interval over the items (a Student t with len(x) - 1 degrees of freedom)."""
-    x = np.asarray(x, dtype=float)
-    half = stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x))
-    return x.mean(), x.mean() - half, x.mean() + half
+from course_utils.stats import mcnemar_exact, mean_ci, sign_test, wilson
+# mean_ci: mean and its 95 % t-interval over the items; wilson(k, n): Wilson interval of k successes in
+# n (k may count a tie as half); sign_test: binomial test of the positive differences;
+# mcnemar_exact: McNemar's exact test of two paired sets of right/wrong answers
 
 
 def fmt_mean(x, prec=3):
-    m, lo, hi = t_interval(x)
+    m, lo, hi = mean_ci(x)
     return f"{m:.{prec}f} [{lo:.{prec}f}, {hi:.{prec}f}]"
 
 
@@ -610,7 +602,7 @@ if N_STEPS:
         for key in ("logp chosen", "logp rejected", "margin"):
             print(f"{key:24s} {fmt_mean(b[key]):>24s} {fmt_mean(a[key]):>24s}")
         acc = [pref_accuracy(d["margin"]) for d in (b, a)]
-        cis = [wilson(p, len(b["margin"])) for p in acc]
+        cis = [wilson(p * len(b["margin"]), len(b["margin"])) for p in acc]
         print(f"{'accuracy (ties = 1/2)':24s} " + " ".join(f"{f'{p:.3f} [{lo:.3f}, {hi:.3f}]':>24s}"
                                                          for p, (lo, hi) in zip(acc, cis)))
         print(f"{'DPO loss':24s} {b['loss']:24.3f} {a['loss']:24.3f}")
@@ -620,7 +612,7 @@ if N_STEPS:
     m_un, m_fa = after["unseen"]["margin"], after["familiar"]["margin"]
     n_pos, n_nonzero = int((m_un > 0).sum()), int((m_un != 0).sum())
     print(f"\nunseen, after: {n_pos} of {n_nonzero} non-tied margins > 0; one-sided sign test "
-          f"p = {stats.binomtest(n_pos, n_nonzero, 0.5, alternative='greater').pvalue:.2g}")
+          f"p = {sign_test(m_un, alternative='greater'):.2g}")
     print(f"same prompts, familiar minus unseen margin after training: {fmt_mean(m_fa - m_un)} "
           f"(paired; Wilcoxon signed-rank p = {stats.wilcoxon(m_fa, m_un).pvalue:.2g}); "
           f"ratio of mean margins familiar / unseen {m_fa.mean() / m_un.mean():.1f}")
@@ -704,8 +696,7 @@ if N_STEPS:
           f"of {len(LEN_PROMPTS)}")
     if not CI_MODE:
         ok = {k: key_correct(v[:len(HELDOUT_PAIRS)]) for k, v in gens.items()}
-        only_before, only_after = int((ok["reference"] & ~ok["after DPO"]).sum()), int((~ok["reference"] & ok["after DPO"]).sum())
-        p_mcnemar = stats.binomtest(only_before, only_before + only_after, 0.5).pvalue if only_before + only_after else 1.0
+        only_before, only_after, p_mcnemar = mcnemar_exact(ok["reference"], ok["after DPO"])
         print(f"answer key on the 12 held-out questions: reference {ok['reference'].sum()}/12 correct, "
               f"after DPO {ok['after DPO'].sum()}/12; discordant {only_before} (lost) vs {only_after} (gained), "
               f"McNemar exact p = {p_mcnemar:.2g}")
@@ -719,7 +710,7 @@ if N_STEPS:
 # Q4_1-rounded weights; on the hub model yours differ.) On the held-out pairs with **unseen**
 # rejected answers, every margin is exactly 0 at step 0 (the policy is the reference) and 0.267
 # [0.229, 0.305] on average after 10 steps; all 12 are positive (quantiles from 0.192 to 0.420), so the
-# accuracy goes from 0.500 (all ties) to 1.000, Wilson interval [0.757, 1.000], sign test p = 0.00024.
+# accuracy goes from 0.500 (all ties) to 1.000, Wilson interval [0.758, 1.000], sign test p = 0.00024.
 # The preference does carry over to evasions the model never saw — but it is 4.3 times weaker (ratio
 # of mean margins) than on the familiar templates: the same 12 prompts with the training's rejected
 # sentences reach a margin of 1.147 [0.956, 1.338], a paired difference of 0.880 [0.676, 1.084]. Much of what a
@@ -1269,7 +1260,7 @@ for n in (1, 3, 8, 13):
 # (a) On the 12 held-out pairs with unseen rejected answers, after 10 steps: the chosen log-prob went
 # from −17.000 to −16.813, tiny next to its spread across pairs ([−24.348, −9.278] after); the rejected
 # one fell from −90.742 to −93.225; the margin went from exactly 0 (policy = reference) to 0.267
-# [0.229, 0.305]; accuracy with ties as half from 0.500 to 1.000 [0.757, 1.000], sign test p = 0.00024.
+# [0.229, 0.305]; accuracy with ties as half from 0.500 to 1.000 [0.758, 1.000], sign test p = 0.00024.
 # With the familiar training templates as rejected answers the margin is 1.147, a paired difference
 # of 0.880 [0.676, 1.084]: most of the learned preference is tied to the six training sentences.
 # DPO optimises the *difference* of log-ratios, so "increase the probability of chosen" holds only

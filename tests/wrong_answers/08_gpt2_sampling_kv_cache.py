@@ -181,6 +181,10 @@ VARIANTS = [
     {"name": "temperature_only_rejects_zero", "alone": True,            # passes the visible test (tau = 0) only
      "cells": {"ex1_temperature": [("if not temperature > 0:", "if temperature == 0:")]},
      "loses": ["test_ex1_temperature"]},
+    {"name": "temperature_returns_input_at_one",         # "a new tensor": tau = 1 hands back logits itself
+     "cells": {"ex1_temperature": [("    return logits / temperature",
+                                    "    if temperature == 1:\n        return logits\n    return logits / temperature")]},
+     "loses": ["test_ex1_temperature"]},
     {"name": "temperature_in_place", "alone": True,
      "cells": {"ex1_temperature": [("return logits / temperature", "logits /= temperature\n    return logits")]},
      "loses": ["test_ex1_temperature"]},
@@ -226,6 +230,11 @@ VARIANTS = [
      "loses": ["test_ex5_sampler"]},
     {"name": "sampler_ignores_top_k_top_p",              # passes the visible test (temperature only)
      "cells": {"ex5_sampler": [("process_logits(logits, temperature, top_k, top_p)", "process_logits(logits, temperature)")]},
+     "loses": ["test_ex5_sampler"]},
+    # no .float(): a bfloat16 model's logits processed in bf16. Alone: grouped with an ex1 variant that
+    # upcasts to float32 (temperature_upcasts_to_float32), the pipeline would restore float32 for it
+    {"name": "sampler_logits_in_model_dtype", "alone": True,
+     "cells": {"ex5_sampler": [(".logits[:, -1, :].float()", ".logits[:, -1, :]")]},
      "loses": ["test_ex5_sampler"]},
     {"name": "sampler_first_position_logits",
      "cells": {"ex5_sampler": [("logits[:, -1, :]", "logits[:, 0, :]")]},

@@ -39,6 +39,10 @@ VARIANTS = [
     {"name": "attention_no_causal_mask",
      "cells": {"ex2_attention": [("scores.masked_fill(future, float(\"-inf\"))", "scores")]},
      "loses": ["test_ex2_attention"]},
+    {"name": "attention_additive_float32_mask",          # a float32 -inf mask added: a bfloat16 input is promoted, then fails
+     "cells": {"ex2_attention": [("scores.masked_fill(future, float(\"-inf\"))",
+                                  "(scores + torch.zeros(T, T, device=x.device).masked_fill(future, float(\"-inf\")))")]},
+     "loses": ["test_ex2_attention"]},
     {"name": "attention_scaled_by_model_width",
      "cells": {"ex2_attention": [("/ math.sqrt(D)", "/ math.sqrt(C)")]},
      "loses": ["test_ex2_attention"]},

@@ -67,6 +67,10 @@ VARIANTS = [
     {"name": "blockwise_half_precision_math",         # no .float(): absmax (and the scaling) in the input's dtype
      "cells": {"ex2_blockwise": [("blocks = x.reshape(-1, blocksize).float()", "blocks = x.reshape(-1, blocksize)")]},
      "loses": ["test_ex2_blockwise"]},
+    {"name": "blockwise_epsilon_in_scale",            # L / (absmax + 1e-8): no zero test, but a tiny absmax is rescaled wrong
+     "cells": {"ex2_blockwise": [("scale = torch.where(absmax > 0, L / absmax, torch.zeros_like(absmax))",
+                                  "scale = L / (absmax + 1e-8)")]},
+     "loses": ["test_ex2_blockwise"]},
     # Exercise 3: NF4
     {"name": "nf4_low_nibble_first",
      "cells": {"ex3_nf4": [("packed = (codes[0::2] << 4) | codes[1::2]", "packed = codes[0::2] | (codes[1::2] << 4)")]},

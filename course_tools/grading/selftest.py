@@ -148,7 +148,8 @@ def _cheat(student: dict) -> dict:
 
 def autograde_submissions(course: Path, source_folder: Path, chapter: str,
                           build: Callable[[dict, dict], dict[str, dict]], timeout: int = 1500,
-                          log: list[str] | None = None) -> dict[str, dict[str, tuple[float, float]]]:
+                          log: list[str] | None = None, extra_args: list[str] | None = None,
+                          files: dict[str, dict[str, bytes]] | None = None) -> dict[str, dict[str, tuple[float, float]]]:
     """Grade submissions of ``source_folder/<chapter>.ipynb`` with stock nbgrader and the course config.
 
     In the (empty) folder ``course``: copy the source and ``nbgrader_config.py``, run
@@ -156,7 +157,9 @@ def autograde_submissions(course: Path, source_folder: Path, chapter: str,
     -> notebook dict), run ``autograde`` and return ``{student: {test cell: (score, max)}}`` for
     the autograded test cells. The grading kernels start with an IPython startup file that writes
     a warning to stderr after every cell (:data:`STDERR_NOISE`). nbgrader's output is appended to
-    ``log``. The autograded notebooks stay in ``course/autograded``.
+    ``log``. The autograded notebooks stay in ``course/autograded``. ``extra_args`` are added to
+    every nbgrader command (e.g. ``--GradingLimits.memory_mb=1024``); ``files`` adds files to a
+    student's submitted folder (``{student: {name: bytes}}``).
     """
     log = log if log is not None else []
     shutil.copytree(source_folder, course / "solutions" / chapter)
@@ -177,7 +180,7 @@ def autograde_submissions(course: Path, source_folder: Path, chapter: str,
            # The other pytest worker starts kernels too: a failed kernel start (a TCP port
            # taken between jupyter_client's pick and the kernel's bind) is retried, and on
            # POSIX kernels talk over IPC sockets in a private folder (no ports at all).
-           "--Execute.execute_retries=2"]
+           "--Execute.execute_retries=2", *(extra_args or [])]
     sockdir = tempfile.mkdtemp(prefix="nbk-") if os.name == "posix" else None
     if sockdir:
         cfg += ["--KernelManager.transport=ipc", f"--KernelManager.ip={os.path.join(sockdir, 'k')}"]
@@ -199,6 +202,8 @@ def autograde_submissions(course: Path, source_folder: Path, chapter: str,
             d = course / "submitted" / who / chapter
             d.mkdir(parents=True, exist_ok=True)
             (d / f"{chapter}.ipynb").write_text(json.dumps(nb, indent=1))
+            for name, data in (files or {}).get(who, {}).items():
+                (d / name).write_bytes(data)
         run("autograde", chapter, "--force")
     finally:
         if sockdir:
@@ -215,11 +220,22 @@ def autograde_submissions(course: Path, source_folder: Path, chapter: str,
     return scores
 
 
+def generate_feedback(course: Path, chapter: str, timeout: int = 300) -> None:
+    """``nbgrader generate_feedback`` for ``chapter`` in a course made by :func:`autograde_submissions`."""
+    env = dict(os.environ, LLM_COURSE_NBGRADER_ROOT=str(course),
+               PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
+    res = subprocess.run([sys.executable, "-m", "nbgrader", "generate_feedback", chapter, "--force",
+                          f"--CourseDirectory.root={course}"], cwd=course, env=env, capture_output=True,
+                         text=True, timeout=timeout)
+    if res.returncode != 0:
+        raise RuntimeError(f"nbgrader generate_feedback {chapter} exited {res.returncode}:\n{res.stdout}\n{res.stderr}")
+
+
 def round_trip(chapter: str, workdir: Path | None = None, timeout: int = 1500,
                separate: bool = False, attacks: bool = False) -> RoundTripResult:
     """Run the round trip for ``chapter`` and return scores and problems (empty = pass).
 
-    ``attacks``: also grade the cheating submissions of :mod:`course_tools.attacks`, built on the
+    ``attacks``: also grade the cheating submissions of :mod:`course_tools.grading.attacks`, built on the
     first group of wrong answers (each must score 0 on every test cell that group loses), and,
     after them, the solution again (it must keep full marks: no harm carried over).
     """
@@ -237,7 +253,7 @@ def round_trip(chapter: str, workdir: Path | None = None, timeout: int = 1500,
         for i, g in enumerate(groups):
             subs[f"wrong_{i:02d}"] = _fill(student, source, {k: val for v in g for k, val in v.cells.items()})
         if attacks and groups:
-            from course_tools.attacks import attack_submissions, discover_comparison_path
+            from course_tools.grading.attacks import attack_submissions, discover_comparison_path
 
             targets = sorted({p for places in discover_comparison_path()[0].values() for p in places})
             subs.update(attack_submissions(subs["wrong_00"], source, targets))

@@ -5,7 +5,7 @@ on real chapters. Each attack is a few lines added to a submission whose answers
 the chapter's wrong answers (``tests/wrong_answers/<chapter>.py``); the attack must not earn a
 point on the test cells those wrong answers lose. Every attack is written so that the static scan
 (``FlagKernelHooks``) does not see it: what stops it is that hidden tests only record and the
-verdict is computed outside the kernel (``course_tools/references.py``).
+verdict is computed outside the kernel (``course_tools/grading/references.py``).
 
 * ``import_hook``: replaces the import function through the builtins namespace reached without
   naming it; ``from course_utils.grading import ...`` and the autograder's integrity call then
@@ -31,7 +31,7 @@ import sys
 import types
 from typing import Any
 
-from course_tools.references import is_test_cell, split_reference_blocks
+from course_tools.grading.cells import is_test_cell, split_reference_blocks
 
 STAND_INS = '''
 def _nop(*a, **k):

@@ -1,6 +1,6 @@
 """The autograder's integrity check, run at the end of every autograded test cell.
 
-``course_tools.nbgrader_ext.AppendIntegrityCheck`` appends a call of :func:`integrity_check` to
+``course_tools.grading.preprocessors.AppendIntegrityCheck`` appends a call of :func:`integrity_check` to
 each test cell of a submission. It lives in its own small module (no nbgrader import) because it
 runs in the student's kernel.
 """

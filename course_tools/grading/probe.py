@@ -12,7 +12,7 @@ such a test cell holds a **probe block**:
 
 It runs in the student's kernel like the rest of the hidden region, and again, after the
 submission, in a **second sandboxed kernel in which those packages' files are replaced by a stub
-that raises ``ModuleNotFoundError``** (``course_tools.sandbox.mask_args``). That kernel runs, in
+that raises ``ModuleNotFoundError``** (``course_tools.grading.sandbox.mask_args``). That kernel runs, in
 order:
 
 1. each top-level statement of the source notebook's ``imports`` cell and of its cells tagged
@@ -25,25 +25,22 @@ order:
    inputs without the removed packages).
 
 The records of step 3 must equal the reference records of the same keys
-(:func:`course_tools.references.reference_records` keeps them under ``"<grade id>#probe"``), or
-the cell fails (:class:`course_tools.nbgrader_ext.VerifyRecords`). A function that reaches the
+(:func:`course_tools.grading.references.reference_records` keeps them under ``"<grade id>#probe"``), or
+the cell fails (:class:`course_tools.grading.preprocessors.VerifyRecords`). A function that reaches the
 removed library by any route fails, since nothing of the library is left to reach; an honest
 answer, written with the chapter's imports alone, gives the same records in both kernels.
 """
 from __future__ import annotations
 
 import ast
-import re
 from pathlib import Path
 from typing import Any
 
 import nbformat
 from nbformat.notebooknode import from_dict
 
-from course_tools.references import _meta, hidden_region, is_test_cell, records_by_cell
+from course_tools.grading.cells import END_PROBE, PROBE_RE, _meta, hidden_region, is_test_cell, records_by_cell
 
-PROBE_RE = re.compile(r"^\s*### BEGIN PROBE WITHOUT\s+(.+?)\s*$")
-END_PROBE = "### END PROBE"
 PROBE_SUFFIX = "#probe"      # reference records of a probe block: refs[grade_id + PROBE_SUFFIX]
 IMPORTS_CELL = "imports"     # grade id of each chapter's imports cell
 SETUP_TAG = "probe-setup"    # a locked cell whose definitions the answers use (e.g. a table), run in the probe too
@@ -147,8 +144,8 @@ def run_probe(source_nb: Any, submission_nb: Any, workdir: Path, *, timeout: int
     from traitlets import List as TList
     from traitlets import Unicode
 
-    from course_tools.references import execute_sandboxed
-    from course_tools.sandbox import SandboxedKernelManager
+    from course_tools.grading.run import execute_sandboxed
+    from course_tools.grading.sandbox import SandboxedKernelManager
 
     plan = probe_plan(source_nb)
     if not plan:
@@ -158,7 +155,7 @@ def run_probe(source_nb: Any, submission_nb: Any, workdir: Path, *, timeout: int
     class MaskedKernelManager(SandboxedKernelManager):
         masked_packages = TList(Unicode(), default_value=packages)
 
+    # the submission's folder as nbgrader made it: the first kernel never wrote there (sandbox.py)
     nb = execute_sandboxed(build_probe(source_nb, submission_nb, plan), Path(workdir),
-                           kernel_manager_class=MaskedKernelManager, timeout=timeout, config=config, log=log,
-                           ignore=(".ipynb_checkpoints", "*.py", "*.ipynb"), prefix="llm-course-probe-")
+                           kernel_manager_class=MaskedKernelManager, timeout=timeout, config=config, log=log)
     return records_by_cell(nb), errors_by_cell(nb), plan

@@ -18,7 +18,7 @@ Sanitising a submission (before execution):
   never need them, so a submission that uses one gets 0 on every autograded test cell with a
   message asking for manual review.
 * :class:`AppendIntegrityCheck` appends two lines to every autograded test cell: a call of
-  :func:`course_tools.integrity.integrity_check` (the course's check functions are the ones in
+  :func:`course_tools.grading.integrity.integrity_check` (the course's check functions are the ones in
   ``grading.py``) and a ``print`` of a random token drawn for this autograde run.
 
 After execution:
@@ -44,10 +44,13 @@ from typing import Any
 from nbgrader.preprocessors import NbGraderPreprocessor
 from nbformat.notebooknode import NotebookNode, from_dict
 
+from course_tools.grading.cells import _meta
+from course_tools.grading.cells import is_test_cell as _is_test_cell
+
 # One token per autograde process: the sanitising and the executing step of `nbgrader autograde`
 # run in the same process, the student's kernel never sees it before the test cell arrives.
 TOKEN = "integrity-ok-" + secrets.token_hex(16)
-TAIL_MARK = "# --- added by the autograder (course_tools.nbgrader_ext); not part of the test ---"
+TAIL_MARK = "# --- added by the autograder (course_tools.grading.preprocessors); not part of the test ---"
 
 # What an answer never needs. Matched against the source of every cell the student controls.
 HOOK_PATTERNS = {
@@ -64,15 +67,9 @@ HOOK_PATTERNS = {
     r"\bgrading\s*\.\s*(?!import\b)\w+\s*=|\bsetattr\s*\(\s*(course_utils|grading)\b|\bcourse_tools\b|\bnbgrader_ext\b|\bassert_untampered\b|\bintegrity(_check)?\b": "the course's grading code",
     r"\bdisplayhook\b|\bexcepthook\b": "an interpreter hook",
 }
-
-
-def _meta(cell: NotebookNode) -> dict:
-    return cell.get("metadata", {}).get("nbgrader", {})
-
-
-def _is_test_cell(cell: NotebookNode) -> bool:
-    meta = _meta(cell)
-    return cell.get("cell_type") == "code" and bool(meta.get("grade")) and not meta.get("solution")
+# A forbidden torch function cannot be removed from torch: its kernels stay reachable below the
+# Python API, so an answer that goes there is read by a person (README, "What remains possible").
+BELOW_TORCH_API = "torch operators below the Python API (torch.ops / torch._C)"
 
 
 LIBRARY_REBINDING = "an assignment to an attribute of an imported module or class"
@@ -164,6 +161,29 @@ def library_rebinding(source: str, imported: set[str]) -> bool:
     return False
 
 
+def below_torch_api(source: str) -> bool:
+    """Whether the *code* of ``source`` (not its comments or strings) reaches ``torch.ops`` or
+    ``torch._C``: an attribute of a name bound to torch, or an import of either."""
+    tree = _parse(source)
+    if tree is None:
+        return False
+    low = ("ops", "_C")
+    torch_names = {"torch"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] == "torch":
+                    if a.name.split(".")[1:2] and a.name.split(".")[1] in low:
+                        return True
+                    torch_names.add(a.asname or "torch")
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            parts = node.module.split(".")
+            if parts[0] == "torch" and (parts[1:2] and parts[1] in low or any(a.name in low for a in node.names)):
+                return True
+    return any(isinstance(n, ast.Attribute) and n.attr in low and isinstance(n.value, ast.Name)
+               and n.value.id in torch_names for n in ast.walk(tree))
+
+
 def hook_findings(source: str, imported: set[str] | None = None) -> list[str]:
     """What in ``source`` matches :data:`HOOK_PATTERNS` or rebinds a library (empty list: nothing suspicious).
 
@@ -172,6 +192,8 @@ def hook_findings(source: str, imported: set[str] | None = None) -> list[str]:
     found = [what for pattern, what in HOOK_PATTERNS.items() if re.search(pattern, source)]
     if library_rebinding(source, imported_names([source]) if imported is None else imported):
         found.append(LIBRARY_REBINDING)
+    if below_torch_api(source):
+        found.append(BELOW_TORCH_API)
     return found
 
 
@@ -272,13 +294,23 @@ class FlagKernelHooks(NbGraderPreprocessor):
             return {}
 
 
+HIDDEN_START = "[autograder] hidden checks start here"
+_HIDDEN_BEGIN = re.compile(r"^([ \t]*)###\s*BEGIN HIDDEN TESTS", re.M)
+
+
 class AppendIntegrityCheck(NbGraderPreprocessor):
-    """Append the integrity check and the run's token to every autograded test cell."""
+    """Append the integrity check and the run's token to every autograded test cell.
+
+    Also prints :data:`HIDDEN_START` where the hidden region begins, so that the feedback can
+    leave out what the hidden part printed or displayed (``course_tools/grading/feedback.py``).
+    """
 
     def preprocess_cell(self, cell: NotebookNode, resources: Any, index: int) -> tuple[NotebookNode, Any]:
         if _is_test_cell(cell):
+            cell.source = _HIDDEN_BEGIN.sub(lambda m: f"{m.group(1)}print({HIDDEN_START!r})\n{m.group(0)}",
+                                            cell.source, count=1)
             cell.source = (cell.source.rstrip("\n") + f"\n{TAIL_MARK}\n"
-                           "__import__('course_tools.integrity').integrity.integrity_check()\n"
+                           "__import__('course_tools.grading.integrity').grading.integrity.integrity_check()\n"
                            f"print({TOKEN!r})\n")
         return cell, resources
 
@@ -329,7 +361,7 @@ class StripReferenceBlocks(NbGraderPreprocessor):
 
     def preprocess_cell(self, cell: NotebookNode, resources: Any, index: int) -> tuple[NotebookNode, Any]:
         if _is_test_cell(cell):
-            from course_tools.references import strip_reference_blocks
+            from course_tools.grading.cells import strip_reference_blocks
 
             cell.source = strip_reference_blocks(cell.source)
         return cell, resources
@@ -340,27 +372,30 @@ class VerifyRecords(NbGraderPreprocessor):
 
     The hidden tests recorded what the student's functions returned (``course_utils/records.py``).
     This preprocessor, in nbgrader's process, gets the reference records of the assignment's source
-    notebook (executed once in a kernel of its own, cached: ``course_tools/references.py``),
+    notebook (executed once in a kernel of its own, cached: ``course_tools/grading/references.py``),
     compares them with the submission's, removes the record outputs, and gives the cell an error
     output naming what differs (nbgrader then scores it 0) or a one-line summary when everything
     matches. Nothing that came out of the student's kernel is executed: records are parsed as data.
 
     Test cells whose hidden region holds a ``### BEGIN PROBE WITHOUT <packages>`` block are recorded a second time
-    in a sandboxed kernel where those packages do not exist (``course_tools/probe.py``); both sets of
+    in a sandboxed kernel where those packages do not exist (``course_tools/grading/probe.py``); both sets of
     records must match the reference.
     """
 
     def preprocess(self, nb: NotebookNode, resources: Any) -> tuple[NotebookNode, Any]:
         import nbformat
 
-        from course_tools.probe import ANSWER_ERRORS, PROBE_SUFFIX, run_probe
-        from course_utils.records import MIME, RecordError, verify_cell
+        from course_tools.grading.probe import ANSWER_ERRORS, PROBE_SUFFIX, run_probe
+        from course_tools.grading.render import FEEDBACK_MIME
+        from course_utils.records import MIME, RecordError, verify_cell_detailed
 
         source, root = self._source(resources)
         refs = self._references(source, root)
         # exercises that must be written without a library: recorded again where it does not exist
         workdir = Path(resources.get("metadata", {}).get("path") or ".")
+        cell_timeout = self.config.Execute.get("timeout", 120) if "Execute" in self.config else 120
         probe_recs, probe_errors, plan = run_probe(nbformat.read(source, as_version=4), nb, workdir,
+                                                   timeout=min(120, int(cell_timeout or 120)),
                                                    config=self.config, log=self.log)
         for cell in nb.cells:
             if not _is_test_cell(cell):
@@ -371,24 +406,35 @@ class VerifyRecords(NbGraderPreprocessor):
                 data = out.get("data", {}) if isinstance(out.get("data"), dict) else {}
                 if out.get("output_type") in ("display_data", "execute_result", "update_display_data") and MIME in data:
                     recs.append(json.loads(json.dumps(data[MIME])))   # plain JSON data, nothing else
+                elif FEEDBACK_MIME in data:
+                    continue   # only this preprocessor writes the feedback's form of its verdict
                 else:
                     kept.append(out)
             try:
-                problems, n = verify_cell(recs, refs[gid])
+                detailed, n = verify_cell_detailed(recs, refs[gid])
+                problems = [full for full, _ in detailed]
+                safe = [for_student for _, for_student in detailed]
                 if gid in plan:
                     without = ", ".join(plan[gid])
-                    p2, _ = verify_cell(json.loads(json.dumps(probe_recs.get(gid, []))), refs[gid + PROBE_SUFFIX])
+                    d2, _ = verify_cell_detailed(json.loads(json.dumps(probe_recs.get(gid, []))), refs[gid + PROBE_SUFFIX])
+                    p2 = [full for full, _ in d2]
                     if p2:
                         why = "; ".join(probe_errors.get(gid, [])[:1]) or "; ".join(p[:300] for p in p2[:2])
                         if probe_errors.get(ANSWER_ERRORS):
                             why += f"; there, one of your cells failed with {probe_errors[ANSWER_ERRORS][0]}"
                         problems.append(f"this exercise must work without {without}: run again where {without} "
                                         f"is not installed, it does not give the same results ({why})")
+                        safe.append(f"this exercise must work without {without}: run again where {without} "
+                                    f"is not installed, it does not give the same results ({d2[0][1][:300]})")
             except (KeyError, RecordError) as exc:
                 raise RuntimeError(f"no usable reference records for test cell {gid}: {exc}") from exc
             if problems:
-                msg = (f"{len(problems)} hidden check(s) failed (decided by the autograder outside your kernel):\n- "
-                       + "\n- ".join(p[:600] for p in problems[:8]))
+                head = f"{len(problems)} hidden check(s) failed (decided by the autograder outside your kernel):\n- "
+                msg = head + "\n- ".join(p[:600] for p in problems[:8])
+                # the student's feedback shows this form instead (course_tools/grading/feedback.py)
+                kept.append(from_dict({"output_type": "display_data", "metadata": {},
+                                       "data": {FEEDBACK_MIME: {"ename": "HiddenTestFailed",
+                                                                "evalue": head + "\n- ".join(p[:600] for p in safe[:8])}}}))
                 kept.append(from_dict({"output_type": "error", "ename": "HiddenTestFailed", "evalue": msg,
                                        "traceback": ["HiddenTestFailed: " + msg]}))
             else:
@@ -408,7 +454,7 @@ class VerifyRecords(NbGraderPreprocessor):
         return folder / f"{info['notebook']}.ipynb", Path(coursedir.root)
 
     def _references(self, source: Path, root: Path) -> dict[str, list[Any]]:
-        from course_tools.references import reference_records
+        from course_tools.grading.references import reference_records
 
         return reference_records(source, root, config=self.config, log=self.log,
                                  timeout=int(os.environ.get("LLM_COURSE_CELL_TIMEOUT", "300")) * 4)

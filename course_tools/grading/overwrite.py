@@ -1,0 +1,70 @@
+"""nbgrader's ``OverwriteCells`` without the false "checksum has changed" warning on honest submissions.
+
+nbgrader keeps, for every locked cell, the *source* form in the gradebook: for a test cell that
+is the visible tests **and** the hidden tests. The student's copy was released with the hidden
+tests cleared (``ClearHiddenTests``), so its checksum never equals the stored one and stock
+``OverwriteCells`` logs ``Attribute 'checksum' for cell test_… has changed!`` for every test cell
+of every honest submission (then restores the source, as it should). A warning that fires on
+every submission hides the one that matters.
+
+:class:`CourseOverwriteCells` restores the source exactly as stock nbgrader does; it only stays
+silent when the submitted cell is byte for byte the *released* form of the source cell (hidden
+tests cleared with the course's own delimiters). Any other change to a locked cell — an edited
+visible test, a removed line, a changed grade id or point value — is still reported.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from nbgrader import utils
+from nbgrader.api import MissingEntry
+from nbgrader.preprocessors import ClearHiddenTests, OverwriteCells
+
+
+class CourseOverwriteCells(OverwriteCells):
+    """``OverwriteCells`` that recognises a test cell released with its hidden tests cleared."""
+
+    def _released_form(self, cell: Any, source: str) -> str | None:
+        clear = ClearHiddenTests(config=self.config)
+        released = copy.deepcopy(cell)
+        released.source = source
+        try:
+            clear._remove_hidden_test_region(released)
+        except Exception:   # malformed markers: let stock nbgrader report the difference
+            return None
+        return released.source
+
+    def preprocess_cell(self, cell: Any, resources: Any, cell_index: int) -> tuple[Any, Any]:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id is not None and utils.is_locked(cell):
+            try:
+                source_cell = self.gradebook.find_source_cell(grade_id, self.notebook_id, self.assignment_id)
+            except MissingEntry:
+                source_cell = None
+            if (source_cell is not None and source_cell.locked and cell.cell_type == source_cell.cell_type
+                    and cell.source != source_cell.source
+                    and cell.source == self._released_form(cell, source_cell.source)):
+                cell.source = source_cell.source   # what stock nbgrader does next, without the warning
+        return super().preprocess_cell(cell, resources, cell_index)
+
+    def add_missing_grade_cells(self, nb: Any, resources: Any) -> tuple[Any, Any]:  # type: ignore[override]
+        """Re-add the graded cells a submission deleted, each after the nearest earlier cell of the
+        source that is still there (stock nbgrader looks only at the cell just before, and stops
+        with a ``KeyError`` when a student deleted an answer cell together with its test cell)."""
+        source_nb = self.gradebook.find_notebook(self.notebook_id, self.assignment_id)
+        source_cells = source_nb.source_cells
+        order = [c.name for c in source_cells]
+        solutions = {c.name for c in source_nb.solution_cells}
+        for grade_cell in sorted(source_nb.grade_cells, key=lambda g: order.index(g.name) if g.name in order else -1):
+            present = {c.metadata.get("nbgrader", {}).get("grade_id"): i for i, c in enumerate(nb.cells)
+                       if c.metadata.get("nbgrader", {}).get("grade_id")}
+            if grade_cell.name in present or grade_cell.name not in order:
+                continue
+            self.log.warning("Missing grade cell %s encountered, adding to notebook", grade_cell.name)
+            at = order.index(grade_cell.name)
+            cell = self.missing_cell_transform(source_cells[at], grade_cell.max_score,
+                                               is_solution=grade_cell.name in solutions)
+            before = [present[name] for name in order[:at] if name in present]
+            nb.cells.insert(before[-1] + 1 if before else 0, cell)
+        return nb, resources

@@ -1,0 +1,112 @@
+"""A tiny nbgrader course for the classroom tests (test_exchange.py, test_classroom.py).
+
+One assignment ``ex01``: an answer cell (``double``), two graded test cells in the course's record
+protocol (visible check + hidden record, the int one with a reference block) worth 2 and 1
+points, and a hand-graded written answer worth 1. No torch, no model: a kernel starts in about a
+second, so the cost measured is nbgrader's and the course's grading machinery's.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import fcntl
+import json
+import os
+import shutil
+import stat
+import tempfile
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from course_utils.paths import repo_root
+
+AID = "ex01"
+# One lock for every test that lets other users enter the folders above the interpreter: tests in
+# two pytest workers would otherwise restore a mode the other still needs.
+_ENTER_LOCK = Path(tempfile.gettempdir()) / "llm-course-tests-others-may-enter.lock"
+
+
+@contextlib.contextmanager
+def others_may_enter(paths: Iterable[str | os.PathLike]) -> Iterator[None]:
+    """Grant 'others' o+x (enter, not list) on the folders above ``paths`` that lack it (e.g. /root
+    when the interpreter is under ~/.pyenv), for the duration, under a machine-wide lock; the modes
+    are restored afterwards. A class's shared environment must be reachable by every account."""
+    with open(_ENTER_LOCK, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        fixed: dict[Path, int] = {}
+        for p in paths:
+            p = Path(p).resolve()
+            for d in [p, *p.parents] if p.is_dir() else list(p.parents):
+                mode = d.stat().st_mode
+                if not mode & stat.S_IXOTH:
+                    fixed[d] = mode
+        for d, mode in fixed.items():
+            d.chmod(mode | stat.S_IXOTH)
+        try:
+            yield
+        finally:
+            for d, mode in fixed.items():
+                d.chmod(mode)
+
+
+def nbgrader_cell(kind, source, grade_id, grade=False, solution=False, locked=True, points=None):
+    """A notebook cell with nbgrader metadata (schema 3), as an instructor's source holds it."""
+    meta = {"grade": grade, "solution": solution, "locked": locked, "grade_id": grade_id,
+            "schema_version": 3, "task": False}
+    if points is not None:
+        meta["points"] = points
+    cell = {"cell_type": kind, "metadata": {"nbgrader": meta}, "source": source, "id": grade_id}
+    if kind == "code":
+        cell.update(outputs=[], execution_count=None)
+    return cell
+
+
+_cell = nbgrader_cell
+
+
+SOURCE = {
+    "cells": [
+        _cell("markdown", "# Exercise 1\nWrite `double`.", "intro"),
+        _cell("code", "import course_utils", "setup"),
+        _cell("code", "def double(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION", "answer",
+              solution=True, locked=False),
+        _cell("code", "from course_utils.grading import check_equal\ncheck_equal('double(3)', double(3), 6)\n"
+                      "### BEGIN HIDDEN TESTS\nfrom course_utils.grading import record\n"
+                      "record('double(-2)', double(-2))\n### BEGIN REFERENCE\nfrom course_utils.grading import expect\n"
+                      "expect('double(-2)', -4)\n### END REFERENCE\n### END HIDDEN TESTS",
+              "test_int", grade=True, points=2),
+        _cell("code", "from course_utils.grading import check_equal\ncheck_equal('double(\"ab\")', double('ab'), 'abab')\n"
+                      "### BEGIN HIDDEN TESTS\nfrom course_utils.grading import record\n"
+                      "record('double(\"xyz\")', double('xyz'))\n### END HIDDEN TESTS",
+              "test_str", grade=True, points=1),
+        _cell("markdown", "Explain. YOUR ANSWER", "written", grade=True, solution=True, locked=False, points=1),
+    ],
+    "metadata": {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
+                 "language_info": {"name": "python"}},
+    "nbformat": 4, "nbformat_minor": 5,
+}
+MAX_AUTO = 3.0      # points of the autograded test cells
+MAX_TOTAL = 4.0     # with the hand-graded answer
+
+RIGHT = "def double(x):\n    return 2 * x\n"
+PARTLY = "def double(x):\n    return 2 * x if isinstance(x, int) else x\n"   # test_int passes, test_str fails
+
+
+def make_course(course: Path) -> Path:
+    """A course root: the course's ``nbgrader_config.py`` and the source ``solutions/ex01/ex01.ipynb``."""
+    (course / "solutions" / AID).mkdir(parents=True)
+    (course / "solutions" / AID / f"{AID}.ipynb").write_text(json.dumps(SOURCE, indent=1))
+    shutil.copy(repo_root() / "nbgrader_config.py", course / "nbgrader_config.py")
+    return course
+
+
+def answered(student_nb: dict, answer: str, written: str = "Because 2x = x + x.") -> dict:
+    """The released notebook with the answer cell (and the written answer) filled in."""
+    nb = copy.deepcopy(student_nb)
+    for c in nb["cells"]:
+        gid = c["metadata"].get("nbgrader", {}).get("grade_id")
+        if gid == "answer":
+            c["source"] = answer
+        elif gid == "written":
+            c["source"] = written
+    return nb
