@@ -42,18 +42,64 @@ def _mount_tmpfs(path: str, size_mb: int) -> None:
         raise OSError(err, f"mount tmpfs on {path}: {os.strerror(err)}")
 
 
+MS_MOVE, MNT_DETACH = 8192, 2
+STASH = "/run/llm-course-stash"
+
+
+def _mount_points_under(top: str) -> list[str]:
+    """The mount points strictly below ``top``, outermost only (a move takes the nested ones along)."""
+    points = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            point = line.split()[4].replace("\\040", " ")
+            if point.startswith(top.rstrip("/") + "/"):
+                points.append(point)
+    return [p for p in points if not any(p != q and p.startswith(q + "/") for q in points)]
+
+
+def _resize_tmp(size_mb: int) -> None:
+    """A sized tmpfs on /tmp that keeps what bubblewrap bound below it (a checkout or a course in /tmp):
+    the old /tmp is moved aside, the new one mounted, each mount below moved back."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    keep = _mount_points_under("/tmp")
+    if not keep:
+        _mount_tmpfs("/tmp", size_mb)
+        return
+    os.makedirs(STASH, exist_ok=True)
+    if libc.mount(b"/tmp", STASH.encode(), None, MS_MOVE, None) != 0:
+        raise OSError(ctypes.get_errno(), "move /tmp aside")
+    _mount_tmpfs("/tmp", size_mb)
+    for point in keep:
+        old = STASH + point[len("/tmp"):]
+        if os.path.isdir(old):
+            os.makedirs(point, exist_ok=True)
+        else:   # a file bound on its own (nbgrader_config.py): the mount point is a file
+            os.makedirs(os.path.dirname(point), exist_ok=True)
+            open(point, "a").close()
+        if libc.mount(old.encode(), point.encode(), None, MS_MOVE, None) != 0:
+            raise OSError(ctypes.get_errno(), f"move {point} back below the new /tmp")
+    libc.umount2(STASH.encode(), MNT_DETACH)
+    os.rmdir(STASH)
+
+
 def _chown_tree(path: str, uid: int, gid: int) -> None:
+    """Hand a fresh tmpfs and what was copied into it to the grading user; never crosses into
+    another mount (a read-only folder or file bound below /tmp stays as it is)."""
+    with open("/proc/self/mountinfo") as f:
+        mounts = {line.split()[4].replace("\\040", " ") for line in f}
     os.chown(path, uid, gid, follow_symlinks=False)
     for top, dirs, files in os.walk(path):
+        dirs[:] = [d for d in dirs if os.path.join(top, d) not in mounts]
         for name in dirs + files:
-            os.chown(os.path.join(top, name), uid, gid, follow_symlinks=False)
+            if os.path.join(top, name) not in mounts:
+                os.chown(os.path.join(top, name), uid, gid, follow_symlinks=False)
 
 
 def _inner(spec: dict, cmd: list[str]) -> None:
     root = os.geteuid() == 0
     if root:
         for path, size_mb in spec.get("mounts", []):
-            _mount_tmpfs(path, size_mb)
+            _resize_tmp(size_mb) if path == "/tmp" else _mount_tmpfs(path, size_mb)
     for src, dst in spec.get("copies", []):
         if os.path.isdir(src):
             shutil.copytree(src, dst, symlinks=True, dirs_exist_ok=True)

@@ -39,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import weakref
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -198,6 +199,9 @@ def bwrap_args(workdir: Path, sockdir: Path, home: Path, stage: Path, limits: Gr
     """
     args = ["bwrap", "--die-with-parent", "--new-session", "--unshare-net", "--unshare-pid", "--unshare-ipc",
             "--unshare-uts", "--unshare-cgroup-try", "--dev", "/dev", "--proc", "/proc"]
+    sized = bwrap_supports_size() and os.geteuid() != 0
+    # /tmp first: a checkout, an environment or a course kept in /tmp is bound below it afterwards
+    args += (["--size", str(limits.tmp_mb * (1 << 20))] if sized else []) + ["--perms", "1777", "--tmpfs", "/tmp"]
     for name in SYSTEM_LINKS:
         link = Path("/") / name
         if link.is_symlink():
@@ -221,8 +225,7 @@ def bwrap_args(workdir: Path, sockdir: Path, home: Path, stage: Path, limits: Gr
             args += ["--ro-bind", "/dev/null", str(q)]
     if masked_packages:
         args += mask_args(list(masked_packages), stub_dir or default_stub_dir())
-    sized = bwrap_supports_size() and os.geteuid() != 0
-    for path, mb in (("/tmp", limits.tmp_mb), (str(home), limits.home_mb), (str(workdir), limits.workdir_mb)):
+    for path, mb in ((str(home), limits.home_mb), (str(workdir), limits.workdir_mb)):
         args += (["--size", str(mb * (1 << 20))] if sized else []) + ["--perms", "0755", "--tmpfs", path]
     # ipykernel polls its parent and exits when the parent pid becomes 1, which inside a PID
     # namespace it is from the start: 1 switches the poll off (--die-with-parent does its job).
@@ -262,6 +265,13 @@ def inner_spec(workdir: Path, home: Path, limits: GradingLimits) -> dict[str, An
             "uid": limits.uid, "gid": limits.gid, "cwd": str(workdir)}
 
 
+def _release_sandbox(base: Path) -> None:
+    """Unmount (a root grader's tmpfs) and remove a kernel's host folder."""
+    if os.path.ismount(base):
+        subprocess.run(["umount", "-l", str(base)], capture_output=True)
+    shutil.rmtree(base, ignore_errors=True)
+
+
 class SandboxedKernelManager(AsyncKernelManager):
     """An ipykernel started inside bubblewrap, talking to its client over IPC sockets."""
 
@@ -273,9 +283,9 @@ class SandboxedKernelManager(AsyncKernelManager):
     copy_ignore = List(Unicode(), default_value=list(PRISTINE_IGNORE), config=True,
                        help="Names of the submission's folder that are not copied into the kernel's folder.")
 
-    _sandbox_dir: tempfile.TemporaryDirectory | None = None
+    _sandbox_dir: Path | None = None
+    _release: Any = None
     _cgroup: KernelCgroup | None = None
-    _mounted: Path | None = None
     copy_report: Any = None
 
     @property
@@ -299,8 +309,9 @@ class SandboxedKernelManager(AsyncKernelManager):
             parent = Path(ROOT_SANDBOXES)
             parent.mkdir(mode=0o711, parents=True, exist_ok=True)
             sweep_stale(parent)
-        self._sandbox_dir = tempfile.TemporaryDirectory(prefix=f"llm-course-sandbox-{os.getpid()}-", dir=parent)
-        base = Path(self._sandbox_dir.name)
+        base = self._sandbox_dir = Path(tempfile.mkdtemp(prefix=f"llm-course-sandbox-{os.getpid()}-", dir=parent))
+        # released by cleanup, or when the manager goes away after a failed start
+        self._release = weakref.finalize(self, _release_sandbox, base)
         self._mount_private(base)
         for sub in ("sock", "stage/home", "stage/submission"):
             (base / sub).mkdir(parents=True)
@@ -319,14 +330,12 @@ class SandboxedKernelManager(AsyncKernelManager):
         if os.geteuid() != 0 or shutil.which("mount") is None:
             return
         size = self.limits.submission_mb + 64
-        res = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}m,mode=0755,nosuid,nodev", "tmpfs", str(base)],
-                             capture_output=True, text=True)
-        if res.returncode == 0:
-            self._mounted = base
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}m,mode=0755,nosuid,nodev", "tmpfs", str(base)],
+                       capture_output=True, text=True)   # where it fails, the folder stays on disk
 
     async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: Any) -> None:  # type: ignore[override]
         assert self._sandbox_dir is not None
-        base = Path(self._sandbox_dir.name)
+        base = self._sandbox_dir
         limits = self.limits
         stage = base / "stage"
         home = base / "home"          # its path inside the sandbox (a tmpfs there)
@@ -382,12 +391,9 @@ class SandboxedKernelManager(AsyncKernelManager):
         if self._cgroup is not None:
             self._cgroup.remove()
             self._cgroup = None
-        if self._sandbox_dir is not None:
-            if self._mounted is not None:
-                subprocess.run(["umount", "-l", str(self._mounted)], capture_output=True)
-                self._mounted = None
-            self._sandbox_dir.cleanup()
-            self._sandbox_dir = None
+        if self._release is not None:
+            self._release()
+            self._sandbox_dir = self._release = None
 
 
 class LimitedExecution(NotebookClient):
