@@ -83,7 +83,7 @@ VARIANTS += [
         "loses": ["test_ex1_embeddings"],
     },
     {   # the library layer norm through its ATen kernel
-        "name": "layernorm_via_aten_kernel",
+        "name": "layernorm_via_aten_kernel", "alone": True,  # flagged for review: zeroes every cell
         "cells": {"ex1_embeddings": [("    mu = x.mean(dim=-1, keepdim=True)\n"
                                       "    var = ((x - mu) ** 2).mean(dim=-1, keepdim=True)\n"
                                       "    return ln.weight * (x - mu) / torch.sqrt(var + ln.eps) + ln.bias\n",

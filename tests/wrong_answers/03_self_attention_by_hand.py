@@ -105,7 +105,7 @@ VARIANTS += [
          "ex5_layernorm": [("    gamma, beta = gamma.to(x.dtype), beta.to(x.dtype)\n", "")],
      },
      "loses": ["test_ex1_softmax", "test_ex2_sdpa", "test_ex5_layernorm"]},
-    {"name": "fused_and_kernel_routes",
+    {"name": "fused_and_kernel_routes", "alone": True,  # flagged for review: zeroes every cell
      "cells": {
          # softmax through log-sum-exp: stable, but the library does the max trick
          "ex1_softmax": "def stable_softmax(x, dim=-1):\n    return torch.exp(x - torch.logsumexp(x, dim=dim, keepdim=True))\n",
@@ -118,7 +118,7 @@ VARIANTS += [
                             "var = (x ** 2).mean(dim=-1, keepdim=True) - mu ** 2")],
      },
      "loses": ["test_ex1_softmax", "test_ex2_sdpa", "test_ex5_layernorm"]},
-    {"name": "aten_kernels",
+    {"name": "aten_kernels", "alone": True,  # flagged for review: zeroes every cell
      "cells": {
          "ex1_softmax": "def stable_softmax(x, dim=-1):\n    return torch.ops.aten._softmax(x, dim, False)\n",
          # GroupNorm with one group over the d features is LayerNorm without the affine part
@@ -128,7 +128,7 @@ VARIANTS += [
                           "    return gamma * y + beta\n",
      },
      "loses": ["test_ex1_softmax", "test_ex5_layernorm"]},
-    {"name": "layernorm_aten_kernel",
+    {"name": "layernorm_aten_kernel", "alone": True,  # flagged for review: zeroes every cell
      "cells": {"ex5_layernorm": "def layer_norm(x, gamma, beta, eps=1e-5):\n"
                                 "    return torch.ops.aten.native_layer_norm(x, [x.shape[-1]], gamma, beta, eps)[0]\n"},
      "loses": ["test_ex5_layernorm"]},

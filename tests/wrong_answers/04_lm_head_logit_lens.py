@@ -72,7 +72,7 @@ VARIANTS += [
         "loses": ["test_ex2_softmax"],
     },
     {   # the library softmax through its ATen kernel
-        "name": "softmax_via_aten_kernel",
+        "name": "softmax_via_aten_kernel", "alone": True,  # flagged for review: zeroes every cell
         "cells": {"ex2_softmax": "def softmax(logits):\n"
                                  "    return torch.ops.aten._softmax(logits, -1, False)\n"},
         "loses": ["test_ex2_softmax"],

@@ -93,7 +93,7 @@ VARIANTS += [
         "loses": ["test_ex2_tempered_softmax"],
     },
     {   # the library softmax through its ATen kernel: neither torch.softmax nor F.softmax by name
-        "name": "softmax_via_aten_kernel",
+        "name": "softmax_via_aten_kernel", "alone": True,  # flagged for review: zeroes every cell
         "cells": {"ex2_tempered_softmax": "def tempered_softmax(x, tau=1.0, dim=-1):\n"
                                           "    if not tau > 0:\n"
                                           "        raise ValueError('tau must be positive')\n"
