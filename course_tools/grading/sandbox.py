@@ -209,13 +209,13 @@ def bwrap_args(workdir: Path, sockdir: Path, home: Path, stage: Path, limits: Gr
         elif link.is_dir():
             args += ["--ro-bind", str(link), str(link)]
     # bubblewrap makes missing parent folders 0700 as root: the unprivileged kernel could not cross them
-    targets = [*allowed_paths(), sockdir, Path(STAGE), home, workdir]
+    allowed = allowed_paths()
+    targets = [*allowed, sockdir, Path(STAGE), home, workdir]
     parents = sorted({q for t in targets for q in t.parents if q != Path("/")}, key=lambda q: (len(q.parts), str(q)))
     for q in parents:
         args += ["--perms", "0755", "--dir", str(q)]
-    for p in sorted(set(allowed_paths()), key=lambda q: (len(q.parts), str(q))):
+    for p in sorted(set(allowed), key=lambda q: (len(q.parts), str(q))):
         args += ["--ro-bind", str(p), str(p)]
-    allowed = allowed_paths()
     for q in hidden_inside_allowed(extra_private):
         if not any(q == a or a in q.parents for a in allowed):
             continue
