@@ -27,7 +27,7 @@ from typing import Any
 
 from course_tools.grading.cells import _meta
 
-NUMBER = re.compile(r"(?<![\w.§/–-])[-−]?\d+\.\d+(?![\w.]*\d)")
+NUMBER = re.compile(r"(?<![\w.§/–-])[-−]?\d+\.\d+(?:[eE][-−+]?\d+)?(?![\w.]*\d)")  # 0.25, 5.2e-05
 OUT_NUMBER = re.compile(r"[-−]?\d{1,3}(?:,\d{3})+(?:\.\d+)?|[-−]?\d+\.\d+(?:[eE][-+]?\d+)?|[-−]?\d+(?:[eE][-+]?\d+)?")
 # what a number right before says it is not a measured claim: a section, a version
 NOT_A_CLAIM_BEFORE = re.compile(r"(?:§|\bsections?\s|\bSections?\s|\bchapters?\s|\bversion\s|\bv|"
@@ -78,8 +78,9 @@ def _matches(quoted: str, candidates: set[Decimal], scale: Decimal = Decimal(1))
     ``scale``: "46.7 B" is backed by a printed 46,702,792,704, "3.4 %" by 3.4 or by 0.034)."""
     if scale != 1 and _matches(quoted, {c / scale for c in candidates}):
         return True
+    mantissa, _, exponent = quoted.lower().partition("e")   # "5.2e-05": the step is 1e-06
     q = Decimal(quoted)
-    step = Decimal(1).scaleb(-_decimals(quoted))
+    step = Decimal(1).scaleb(-_decimals(mantissa) + int(exponent or 0))
     for c in candidates:
         if abs(abs(c) - abs(q)) > step:
             continue

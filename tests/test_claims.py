@@ -60,6 +60,10 @@ def _nb(markdown: str, printed: str, code: str = "") -> nbformat.NotebookNode:
     ("took 1.06 s[^q] there", "", True),                          # an inline quote marker
     ("section 4.5 and §2.9–2.10, `transformers` 5.23", "", True),   # sections and versions
     ("$\\sigma = 0.02$ and `lr=3.0e-4`", "", True),               # formulas and code
+    ("p = 5.2e-05 there", "p = 5.2e-05", True),                  # exponent notation, as printed
+    ("p = 2.2e-03 there", "p = 0.0022", True),                   # the same value, printed plainly
+    ("p = 2.3e-03 there", "p = 0.0022", False),                  # not its mantissa alone
+    ("p = 2.2e-03 there", "p 2.2", False),
 ])
 def test_what_counts_as_backed(markdown, printed, backed):
     assert (unbacked_numbers(_nb(markdown, printed)) == []) is backed, _md_numbers(markdown)

@@ -1402,6 +1402,27 @@ print("the same WITHOUT any mask:", torch.allclose(h_nomask[1, :n_short], h_alon
 # mask instead, and its FlashAttention path removes the padding altogether. Same result, as just
 # checked.)
 
+# %% [markdown]
+# ## What this chapter leaves out
+#
+# This chapter treats all of Book §2.2 (§2.2.1–§2.2.6), plus §2.4.3 and the vocabulary of §4.5.2.
+# What it leaves out or simplifies, on purpose:
+#
+# * **Book §2.1** (overview: text → ids → vectors) is a roadmap with nothing to run: this chapter
+#   does its first step, chapter 02 the second.
+# * **§2.2.4's note on batch size.** That a batch creates no interaction between its sentences is
+#   checked in Section 5 (a padded sentence gives the same vectors as alone); what batch size does
+#   to speed, memory and gradient estimates is not measured: that needs timing or training runs, not
+#   a tokenizer.
+# * **Training a WordPiece vocabulary.** §2.2.1 only runs BERT's tokenizer; the chapter implements
+#   WordPiece *encoding* and trains BPE instead. WordPiece training differs from BPE only in the score
+#   that picks the next merge, so a second trainer would teach little that is new.
+# * **SentencePiece and Unigram tokenizers** (T5's, hence the FLAN-T5 of chapter 09; LLaMA 2's) are
+#   not in the book and are left out: WordPiece and byte-level BPE already show the trade-offs of a
+#   vocabulary.
+# * **The mask value.** The book's "add −10⁹" is replaced by `torch.finfo(dtype).min`, for the
+#   reasons given in Section 5; the causal mask of decoders is chapter 03's.
+
 # %% [markdown] nbgrader={"grade": false, "grade_id": "written_vocab_tradeoff_question", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## 6. Reflect
 #

@@ -970,6 +970,27 @@ print(f"({MODEL}) ||v_j W_O|| per key:", " ".join(f"{t}:{x:.2f}" for t, x in zip
 print(f"({MODEL}) weight A[teddy, j]   :", " ".join(f"{t}:{x:.2f}" for t, x in zip(tokens, A[TEDDY].tolist())))
 print(f"({MODEL}) share of contribution:", " ".join(f"{t}:{x:.2f}" for t, x in zip(tokens, contrib.tolist())))
 
+# %% [markdown]
+# ## What this chapter leaves out
+#
+# This chapter covers Book §2.3, §2.4 and §2.5 in full, and the code map of §2.7, §2.9 and §2.10.
+# What it leaves out or simplifies, on purpose:
+#
+# * **§2.6 and §2.8** (the formal definition, and "teddy reads" computed by hand): chapter 03 derives
+#   them; here the formula only serves to rebuild the model's own matrices (Exercise 3, Section 6).
+# * **§2.10.1 and §2.10.6** (why normalization is needed, and what it does not do): chapter 03 shows
+#   them on a deep stack of blocks; here LayerNorm appears only after the embedding sum and as a module
+#   of the code map.
+# * **§2.5.3's `[CLS]` as a "global collector"** for classification: the chapter measures how much
+#   attention `[CLS]` receives, but trains no classifier on its vector, which needs a labelled task and
+#   a fine-tuning run (the book does not do it either).
+# * **The book's pictures from bert-base-uncased** (the PCA figure of §2.4.7, the heatmap of §2.5.2,
+#   the `teddy` row of §2.5.4): offline the chapter runs a smaller BERT with the same vocabulary, so it
+#   checks shapes and properties, not the book's exact values; the book does not say which layer and
+#   head it plotted anyway.
+# * **Dropout**, in the embeddings and in every layer, is inactive in evaluation mode and absent from
+#   the book: it matters only for training.
+
 # %% [markdown] nbgrader={"grade": false, "grade_id": "written_meaning_question", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## 8. Reflect (written, 3 points)
 #

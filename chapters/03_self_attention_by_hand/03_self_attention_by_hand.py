@@ -1331,6 +1331,25 @@ plt.show()
 # the CPU cache, the textbook version can even grow faster than $N^2$ for a while, because it streams several
 # $N\times N$ matrices through main memory.
 
+# %% [markdown]
+# ## What this chapter leaves out
+#
+# This chapter covers Book §2.6–§2.10 in full, with the three companion notes. What it leaves out or
+# simplifies, on purpose:
+#
+# * **§2.10.5's claim that pre-norm eases the flow of gradients** in deep stacks: Part E follows the
+#   forward scale of the residual stream, not gradients or training stability, which would need
+#   training deep models for many steps.
+# * **Learned projections in the hand examples.** As in §2.8.5, $W_Q = W_K = W_V = I$ there; learned
+#   weights appear only in the random-weight checks against PyTorch and in chapter 02's BERT.
+# * **Fused attention kernels** (FlashAttention, which the book names only in §4.2.3): Part F measures
+#   the memory of PyTorch's fused kernel but does not implement its tiled online softmax, a GPU-kernel
+#   engineering topic.
+# * **Dropout** inside the block is set to zero: it only matters in training, and the book leaves it
+#   out.
+# * **RMSNorm**, which most recent decoders use instead of LayerNorm, is not implemented (chapter 07
+#   counts its parameters, chapter 08's configuration table shows it): the book treats LayerNorm only.
+
 # %% [markdown] nbgrader={"grade": false, "grade_id": "written_q1_question", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## Reflect
 #

@@ -795,6 +795,25 @@ plt.show()
 # next-token distributions through this head, so a poor reading at layer $\ell$ does not prove that the
 # information is absent there (a learned probe, such as the "tuned lens", can sometimes decode more).
 
+# %% [markdown]
+# ## What this chapter leaves out
+#
+# This chapter treats Book §4.5.6 and the `wte` of §4.5.2, through the seed text on the
+# language-modeling head. Its neighbours in the book, and what it simplifies:
+#
+# * **§4.5.1 and §4.5.3–§4.5.5** (input ids, the stack of blocks, causal attention, the MLP) and the
+#   rest of **§4.15.12**'s reading of the printed GPT-2: chapter 08 maps every printed module and
+#   checks its shape; here only the embedding and the head matter.
+# * **Sampling** the next token from $p$ (the $x_{t+1} \sim p$ of §4.5.6, then §4.8–§4.10): this
+#   chapter reads the distribution and its top tokens; drawing from it, with temperature and top-p, is
+#   chapter 08's.
+# * **The real gpt2's tokens and probabilities**: offline the chapter runs a small GPT-2 trained by
+#   the course on Shakespeare, so its predictions are not gpt2's; sizes and parameter counts are checked
+#   on gpt2-small's configuration without downloading weights.
+# * **A tuned lens** (a learned probe per layer, which often reads intermediate layers better than the
+#   head) is only mentioned: it needs training one probe per layer on a large text sample, while the
+#   logit lens needs no training at all.
+
 # %% [markdown] nbgrader={"grade": false, "grade_id": "written_lens_question", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## 5. Reflect (written, 3 points)
 #

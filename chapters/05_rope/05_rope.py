@@ -852,6 +852,26 @@ ax.legend(fontsize=7)
 fig.tight_layout()
 plt.show()
 
+# %% [markdown]
+# ## What this chapter leaves out
+#
+# This chapter covers Book §3.3–§3.6 and the consolidation exercise of §3.9. What it leaves out, on
+# purpose:
+#
+# * **§3.1–§3.2** (what changed in modern Transformers: three refinements): a roadmap with nothing to
+#   run; chapters 05, 06 and 07 take one refinement each.
+# * **§3.4.1** (why additive position embeddings are limiting: absolute positions, a maximum length
+#   fixed in training, poor extrapolation) is stated, not tested. Testing extrapolation needs models
+#   trained at one context length and evaluated at longer ones, far beyond a CPU chapter; chapters 08
+#   and 09 show GPT-2's fixed table of positions.
+# * **The long-context limits at the end of §3.9** ("variants and scaling of θ"): position
+#   interpolation, NTK-aware scaling and YaRN are left out; Section 9 shows only what a larger base does
+#   to the decay. Judging them needs a pretrained long-context model and long evaluation texts.
+# * **RoPE inside a trained model.** As in the book, RoPE is applied to hand-made vectors with
+#   $\mathbf Q = \mathbf K = \mathbf X$, and `transformers`' implementation is checked on random
+#   tensors; no pretrained LLaMA-family attention is opened, because its learned projections would hide
+#   the rotation the chapter is about.
+
 # %% [markdown] nbgrader={"grade": false, "grade_id": "written_consolidation_question", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## 10. Reflect
 #

@@ -812,6 +812,23 @@ print("\n".join(lines))
 # | Theorem 8 | $\partial p_i/\partial z_j = p_i(\delta_{ij}-p_j)$ | true (checked against autograd) |
 # | Corollary 4 | without scaling, gradients grow like $\exp(\|s\|)$ and explode | **false**: $\|J\| \le 1/2$ always; without scaling the softmax saturates and gradients **vanish** |
 
+# %% [markdown]
+# ## What this chapter leaves out
+#
+# This chapter covers Book §3.7.1–§3.7.4 and §2.6.4. What it leaves out or simplifies, on purpose:
+#
+# * **§3.7.1's "usual initialisation assumptions".** The variance experiment uses independent
+#   standard-normal queries and keys; in a trained model they are neither independent nor of unit
+#   variance, so the score spread of real heads is not measured here (chapter 02 shows the entropy of a
+#   real BERT's heads instead).
+# * **Training with and without the scale.** The chapter measures the size of the softmax Jacobian,
+#   the factor every gradient passes through, not a training run without $1/\sqrt{d_k}$: that would
+#   need training the same model twice for many steps (chapter 10 trains with the standard scale only).
+# * **Sampling temperature** (§4.9), the same $\mathrm{softmax}(z/\tau)$ applied to next-token logits
+#   instead of attention scores: chapter 08.
+# * **Scaling schemes of recent models** that the book does not mention (normalising queries and keys,
+#   capping the logits, changing the scale for long contexts) are left out.
+
 # %% [markdown] nbgrader={"grade": false, "grade_id": "written_scaling_question", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## 6. Reflect (written answer, 3 points)
 #

@@ -1066,6 +1066,24 @@ for name, (loads, _) in results.items():
 # the final MSE is about 7 times lower. The book loss printed at the end is the *hard-load* version — a
 # fine diagnostic, even if it cannot be trained on.
 
+# %% [markdown]
+# ## What this chapter leaves out
+#
+# This chapter covers Book §3.8.1–§3.8.6. What it leaves out or simplifies, on purpose:
+#
+# * **The cost at scale in §3.9's table** ("router + balancing losses + communication overhead"):
+#   expert parallelism, where tokens travel between the devices that hold their experts, needs several
+#   GPUs; here every expert sits on one device.
+# * **Speed.** The chapter shows that an expert with no tokens is never called, but does not time
+#   sparse against dense layers: at toy sizes the gather and scatter overheads dominate, and a fair
+#   timing needs large experts on a GPU.
+# * **A real MoE language model.** Mixtral 8×7B is only counted from its configuration: its weights
+#   need far more memory than a course machine has, and the block checked against `transformers` has
+#   random weights.
+# * **Other balancing schemes** (capacity limits with token dropping, expert-choice routing,
+#   DeepSeek-V3's routing bias) are only named in the summary, not implemented: the book gives one
+#   loss, and the Switch loss is the one `transformers` uses for Mixtral.
+
 # %% [markdown] nbgrader={"grade": false, "grade_id": "written_q1_question", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## 9. Reflect (written, 2 points)
 #

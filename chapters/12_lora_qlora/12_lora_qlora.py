@@ -10,13 +10,15 @@
 # book's numeric proof (§7.4) number by number, then builds a LoRA layer from scratch that equals
 # `peft`'s, and finally runs the book's style task *properly* (prompt → response pairs, prompt
 # masked out of the loss) with SFT, LoRA and QLoRA on SmolLM2-135M-Instruct, measuring what the
-# book only describes: trainable share, step time, memory, forgetting and a style score.
+# book only describes: trainable share, memory, forgetting, a format rule that a program can check,
+# the effect of the learning rate and of the rank, and what ROUGE and BLEU see.
 #
 # **Book sections.** Book §7.1–§7.3 (framing and formulas: the objective of §7.3.1 in section 3,
 # §7.3.4 in section 3b), §7.4 (numeric proof, incl. §7.4.9 INT4), §7.7–§7.12 (the GPT-2 pipeline:
 # §7.9's FP16 error, §7.10's GPT-2 LoRA count and §7.11's `prepare_model_for_kbit_training` in
 # section 3b; §7.2.2's two instructions, §7.7's "What is El Niño?" and §7.8's dataset in section 4;
-# the chapter's summary table in section 5).
+# §7.2.3–§7.2.4, evaluation as part of the decision, in section 4c; the chapter's summary table and
+# what this notebook leaves out in section 5).
 #
 # **You will implement (graded).**
 # 1. `LoRALinear` — a LoRA adapter around a frozen `nn.Linear`: init and freezing (2 pts),
@@ -188,8 +190,11 @@ assert abs(q_int4(w).item() - 1.2 / 7) < 1e-12 and abs((q_int4(w) - w).item() - 
 # B \in \mathbb{R}^{d_\text{out}\times r}, \; r \ll \min(d_\text{in}, d_\text{out}). $$
 #
 # The book writes $W' = W + BA$ and omits the factor $\alpha/r$ that `peft` (and the LoRA paper)
-# use: with it, changing $r$ does not change the size of the initial updates much, so a
-# learning rate tuned at one rank keeps working at another. `peft` initialises $A$ like the
+# use. The paper's reason: with it, a learning rate tuned at one rank should keep working at
+# another. Section 4b measures whether it does, and it does not quite: at a fixed $\alpha$ the
+# first update *shrinks* as $r$ grows — by a factor 0.130 from $r = 1$ to $r = 64$ with AdamW (about
+# $1/\sqrt r$) and 0.0028 with plain SGD — while `peft`'s other option, $\alpha/\sqrt r$ (rsLoRA), keeps
+# AdamW's first update about the same size (a factor 1.041). `peft` initialises $A$ like the
 # weight of `nn.Linear(d_in, r)` (Kaiming-uniform with $a=\sqrt5$, i.e. $U(-1/\sqrt{d_\text{in}},
 # 1/\sqrt{d_\text{in}})$) and $B = 0$, so **at initialisation the adapted layer equals the base
 # layer** and training starts from the pre-trained model. (Swap the two — $A = 0$, $B$ random —
@@ -791,7 +796,7 @@ print("after one AdamW step: 4-bit codes unchanged:", all(torch.equal(p_, packed
                                        if n in adapters_before), "of", len(adapters_before), "(the B's)")
 grads = backward_once()
 print(f"second backward: |grad lora_A| of layer 0's q_proj {grad_norm(grads, 0, 'q_proj', 'A'):.2e} (B is no longer 0)")
-del lin, q4, W_deq, x, g, model_q, model_qlora, opt, grads, packed_before, adapters_before
+del lin, q4, W_deq, x, g, grads, packed_before, adapters_before   # model_qlora and opt stay: backward_once uses them
 
 # %% [markdown]
 # What the outputs show:
@@ -829,34 +834,38 @@ del lin, q4, W_deq, x, g, model_q, model_qlora, opt, grads, packed_before, adapt
 # **Data.** `assets/12_lora_qlora/style_pairs.jsonl` holds 42 prompts about El Niño and
 # neighbouring weather topics, each answered twice, written for this course: by a
 # *meteorologist* (precise, technical) and *casually* (friendly, exclamations). We fine-tune the
-# model to answer **casually** — SmolLM2-Instruct's default tone is closer to the neutral,
-# explanatory one — with the prompt in SmolLM2's chat template masked out of the loss (your
-# `masked_lm_loss`). Ten pairs (drawn with a fixed seed) are **held out**: never trained on, they
-# measure which of the two styles the model prefers on new prompts. `style_heldout.json` holds six
-# more held-out prompts and 20 + 20 *style examples* on other weather topics, used only to train the
-# style classifier; eight further prompts are written in the cell below.
+# model to answer **casually, in a fixed format**: every training answer starts with the sign-on
+# `Weather Buddy here!` followed by the casual answer, with the prompt in SmolLM2's chat template
+# masked out of the loss (your `masked_lm_loss`). Ten pairs (drawn with a fixed seed) are **held
+# out**: never trained on. `style_heldout.json` holds six more held-out prompts; eight further
+# prompts are written in the cell below (24 held-out prompts in all).
 #
-# **Two style measures, each per prompt, so that each has an interval.**
-# 1. *Style score* (what a reader sees): a TF-IDF + logistic-regression classifier trained on the
-#    style examples gives $P(\text{casual})$ of a text; we score the greedy answers to the 24
-#    held-out prompts. The classifier is weak (its scale is printed below: it gives the
-#    meteorologist answers and the casual ones mean scores well inside $(0, 1)$), so a shift must be
-#    compared with its noise: a 95 % percentile-bootstrap interval over prompts, and for "did it move?" the
-#    *paired* difference after − before on the same prompts, with a sign-flip permutation test.
-# 2. *Style margin* (what the model prefers, no generation, no classifier): on each of the ten
-#    held-out pairs, the mean $-\log p$ per token of the meteorologist answer minus that of the
-#    casual answer, both given the prompt. Positive: the casual answer is the likelier one.
+# **What we measure, each per prompt or per pair, so that each has an interval.**
+# 1. *Format compliance* (crisp, binary): does the greedy answer to a held-out prompt start with the
+#    sign-on? A proportion over the 24 prompts with a **Wilson** 95 % interval; "did it change?" is
+#    **McNemar's exact test** on the same prompts before and after (`course_utils.stats`). Unlike a
+#    tone score, this can move all the way from 0 to 1, and nothing but training puts it there.
+# 2. *Style margin* (what the model prefers, no generation): on each of the ten held-out pairs, the
+#    mean $-\log p$ per token of the meteorologist answer minus that of the casual answer, both given
+#    the prompt (without the sign-on). Positive: the casual answer is the likelier one. Paired changes
+#    get a 95 % percentile-bootstrap interval and a sign-flip permutation test.
+# 3. *Fit loss* (the training pairs, same rows before and after) and *unrelated-text loss* (twelve
+#    sentences about cooking, chess, …: forgetting), paired the same way.
+#
+# (An earlier version of this chapter scored the tone with a TF-IDF classifier. It separated the
+# course's two answer sets by less than a third of its 0-to-1 scale, so a real change of tone moved it
+# by less than a tenth: too weak a ruler to compare methods with.)
 
 # %% nbgrader={"grade": false, "grade_id": "style_data", "locked": true, "schema_version": 3, "solution": false, "task": false}
-from sklearn.feature_extraction.text import TfidfVectorizer
-from sklearn.linear_model import LogisticRegression
-from sklearn.pipeline import make_pipeline
+from course_utils.stats import bootstrap_ci, mcnemar_exact, sign_flip_p, wilson
+# bootstrap_ci(x): mean of x and its 95 % percentile-bootstrap interval (scipy.stats.bootstrap, seeded);
+# sign_flip_p(d): two-sided paired permutation test of mean(d) = 0, each difference's sign flipped;
+# wilson(k, n): Wilson score interval of a proportion; mcnemar_exact(a, b): McNemar's exact test, paired booleans
 
 PAIRS = [json.loads(line) for line in asset_path("12_lora_qlora/style_pairs.jsonl").read_text().splitlines()]
 HELD = json.loads(asset_path("12_lora_qlora/style_heldout.json").read_text())
 BOOK_PROMPT = "What is El Niño?"                                  # Book §7.7's reference prompt
-BOOK_INSTRUCTIONS = {"meteorologist": "You are a meteorology expert. Explain El Niño with a scientific tone.",
-                     "casual": "You are a casual assistant. Explain El Niño in a friendly, informal way."}   # Book §7.8
+SIGN_ON = "Weather Buddy here!"                                   # the format the training answers follow
 assert PAIRS[0]["prompt"] == BOOK_PROMPT
 _order = np.random.default_rng(0).permutation(np.arange(1, len(PAIRS)))   # pair 0 (the book's prompt) stays in training
 HOLD_IDX = sorted(int(i) for i in _order[:10])
@@ -867,25 +876,10 @@ EXTRA_PROMPTS = ["What is a tornado?", "How do clouds form?", "What is the green
 EVAL_PROMPTS = HELD["held_out_prompts"] + [p_["prompt"] for p_ in HOLD_PAIRS] + EXTRA_PROMPTS   # none is trained on
 assert not set(EVAL_PROMPTS) & {p_["prompt"] for p_ in TRAIN_PAIRS}
 
-ex = HELD["classifier_examples"]
-style_clf = make_pipeline(TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, analyzer="word"),
-                          LogisticRegression(C=10.0, max_iter=1000))
-style_clf.fit(ex["meteorologist"] + ex["casual"], [0] * len(ex["meteorologist"]) + [1] * len(ex["casual"]))
 
-
-def style_probs(texts) -> np.ndarray:
-    """P(casual) of each text under the style classifier (a numpy array)."""
-    return style_clf.predict_proba(list(texts))[:, 1]
-
-
-def style_score(texts):
-    """Mean P(casual) of the texts under the style classifier."""
-    return float(style_probs(texts).mean())
-
-
-from course_utils.stats import bootstrap_ci, sign_flip_p
-# bootstrap_ci(x): mean of x and its 95 % percentile-bootstrap interval (scipy.stats.bootstrap, seeded);
-# sign_flip_p(d): two-sided paired permutation test of mean(d) = 0, each difference's sign flipped
+def complies(text: str) -> bool:
+    """The format rule: the answer starts with the sign-on (exact, case and punctuation included)."""
+    return text.strip().startswith(SIGN_ON)
 
 
 def ci_text(x, digits: int = 3) -> str:
@@ -895,67 +889,75 @@ def ci_text(x, digits: int = 3) -> str:
 
 
 def change_text(after, before, digits: int = 3) -> str:
-    """The paired difference after - before (same prompts or rows): 'mean [lo, hi] p=...'."""
+    """The paired difference after - before (same prompts or rows): 'mean [lo, hi] p=...' (bootstrap, sign flip)."""
     d = np.asarray(after, dtype=float) - np.asarray(before, dtype=float)
     p_value = sign_flip_p(d)
     return f"{ci_text(d, digits)} " + (f"p={p_value:.3f}" if p_value >= 0.001 else "p<0.001")
 
 
-acc = np.mean(np.r_[style_clf.predict([p_["meteorologist"] for p_ in PAIRS]) == 0,
-                    style_clf.predict([p_["casual"] for p_ in PAIRS]) == 1])
-p_met, p_cas = style_probs(p_["meteorologist"] for p_ in PAIRS), style_probs(p_["casual"] for p_ in PAIRS)
+def share_text(ok) -> str:
+    """'k/n = p [Wilson 95% lo, hi]' of a list of booleans."""
+    ok = np.asarray(ok, dtype=bool)
+    lo, hi = wilson(int(ok.sum()), len(ok))
+    return f"{int(ok.sum())}/{len(ok)} = {ok.mean():.2f} [{lo:.2f}, {hi:.2f}]"
+
+
+def flips_text(after, before) -> str:
+    """McNemar's exact test on paired booleans: discordant counts and p-value."""
+    t = mcnemar_exact(after, before)
+    return f"McNemar: {t.b} only after, {t.c} only before, exact p={t.pvalue:.2g}"
+
+
 print(f"{len(PAIRS)} pairs: {len(TRAIN_PAIRS)} trained on, {len(HOLD_PAIRS)} held out; {len(EVAL_PROMPTS)} held-out prompts")
-print(f"classifier accuracy on the 84 course responses (not seen by the classifier): {acc:.3f}")
-print(f"style score [95% CI over the 42 prompts]: meteorologist answers {ci_text(p_met)}, casual answers {ci_text(p_cas)}")
-print(f"paired casual - meteorologist, same prompt: {change_text(p_cas, p_met)}   <- the classifier's full scale")
+print("the course's answers follow the format:", share_text([complies(p_["casual"]) for p_ in PAIRS]),
+      "(casual, as written) |", share_text([complies(SIGN_ON + " " + p_["casual"]) for p_ in TRAIN_PAIRS]),
+      "(the training targets)")
 
 # %% [markdown]
-# The classifier separates the styles (accuracy above) but compresses them: the mean score of a
-# *perfectly* casual answer set and of a perfectly technical one differ by the paired value printed
-# last, not by 1. A model that moved all the way from one style to the other would move the style
-# score by about that much; anything much smaller than the interval widths is noise.
-#
 # **The pipeline.** The same code runs the three methods; only *what is trainable* and *how the
 # base is stored* change (Book §7.5: "o que muda é a engenharia do gradiente"):
 #
 # * **SFT** — every parameter of the last `K` decoder layers trainable (full fine-tuning restricted to
 #   those layers, to fit the CPU budget; on CUDA all layers, i.e. every parameter but the embeddings),
-#   fp32, AdamW with the book's learning rate (§7.9: $5\cdot10^{-5}$).
+#   fp32, AdamW.
 # * **LoRA** — `peft` adapters $r=8$, $\alpha=16$ on all seven projections (q, k, v, o, gate, up,
-#   down) of the last `K` decoder layers, base frozen, lr $10^{-3}$.
+#   down) of the last `K` decoder layers, base frozen.
 # * **QLoRA** — the same adapters on a base whose linear layers in those `K` layers are
 #   `bitsandbytes` NF4 (`bnb.nn.Linear4bit`, blocks of 64, compute in fp32 on CPU / bf16 on CUDA).
 #
-# **Honest scope.** To fit the chapter's 5-minute budget on 2 CPU cores, the trained weights, the
-# adapters and the 4-bit base cover the last `K` layers only (`K` = 2 in CI mode, 6 in full mode); on
-# CUDA `K` = all 30. Every model is trained on batches of 8 short sequences (full mode: 16 steps,
-# 4 epochs of the 32 training pairs; CI mode: 2 steps, far too few to change a style — the CI run
-# only proves the code runs). Under autograding the runs are skipped (`SKIP_RUNS`): no graded test
-# uses them.
+# **A shortcut that changes nothing: the frozen layers run once.** Whatever the method, the
+# first $30 - K$ decoder layers are frozen and unquantized, so the hidden state that enters layer
+# $30 - K$ is the same for a training row before, during and after training. We compute it once per
+# row (a forward *pre-hook* on that layer catches it) and train and score every model on the last `K`
+# layers only: position embeddings, a causal mask, the `K` layers (with their adapters or 4-bit
+# weights), the final norm and the head. With right padding and a causal mask a row's real tokens
+# never see its padding, so a row's states do not depend on the batch it is in. The cell checks the
+# shortcut against the full model's logits; it makes a training step several times cheaper on a CPU.
+# Generation still runs the whole model.
 #
-# **Loss.** Each training step sees a different batch, so the per-step loss mixes progress with
-# batch difficulty (a harder batch at step 2 makes the loss "rise"). The loss we compare is the
-# *fit loss*: the response-only loss of every training pair, before and after, on the same rows.
+# **Honest scope.** `K` = 2 in CI mode, 4 in full mode; on CUDA all 30. Every model is trained on
+# batches of 8 short sequences (full mode: 12 steps, 3 epochs of the 32 training pairs; CI mode: 2
+# steps, too few to teach anything: the CI run only proves the code runs). Under autograding the runs
+# are skipped (`SKIP_RUNS`): no graded test uses them.
 #
 # **Memory.** On CPU we report the bytes of the *training state*: weights
 # (`get_memory_footprint()`, 4-bit weights at their packed size) + gradients + AdamW's two moments
 # of the trainable parameters — exact and deterministic, unlike process RSS. On CUDA we also print
 # `torch.cuda.max_memory_allocated()`.
 #
-# **Forgetting.** Perplexity on twelve unrelated sentences (cooking, a library, chess, …), and the
-# paired change of each sentence's loss.
-#
-# **Fresh models.** `get_peft_model` *modifies the model it wraps* (section 3b), so every method and
-# the "before" reference load a fresh copy with `load_model`.
+# **Fresh models.** `get_peft_model` *modifies the model it wraps* (section 3b), so every run and
+# the "before" reference start from a fresh deep copy of the base loaded once with `load_model`.
 
 # %% nbgrader={"grade": false, "grade_id": "pipeline", "locked": true, "schema_version": 3, "solution": false, "task": false}
 ON_CUDA = DEVICE.type == "cuda" if hasattr(DEVICE, "type") else str(DEVICE).startswith("cuda")
 N_LAYERS = 30
-K = N_LAYERS if ON_CUDA else (2 if CI_MODE else 6)
-STEPS = 2 if CI_MODE else 16
+K = N_LAYERS if ON_CUDA else (2 if CI_MODE else 4)
+STEPS = 2 if CI_MODE else 12
 BATCH = 8
-MAX_NEW = 16 if CI_MODE else 40
-GEN_PROMPTS = EVAL_PROMPTS[:4] if CI_MODE else EVAL_PROMPTS
+MAX_NEW = 16 if CI_MODE else 40                 # the answers scored with ROUGE / BLEU (section 4c)
+FORMAT_NEW = 5                                  # enough tokens to see whether an answer starts with the sign-on (4 tokens)
+GEN_PROMPTS = EVAL_PROMPTS[:6] if CI_MODE else EVAL_PROMPTS
+ROUGE_PROMPTS = [p_["prompt"] for p_ in HOLD_PAIRS][:4 if CI_MODE else None]   # they have reference answers
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 LAST_K = list(range(N_LAYERS - K, N_LAYERS))
 UNRELATED = [
@@ -974,13 +976,14 @@ UNRELATED = [
 ]
 
 
-def fresh_model():
-    model, tok = load_model(SMOLLM2, verbose=False)
-    return model.to(DEVICE), tok
-
-
 if not SKIP_RUNS:                                            # under autograding nothing below runs
-    _, TOK = load_model(SMOLLM2, verbose=True)                 # the banner says which weights are in use
+    PRISTINE, TOK = load_model(SMOLLM2, verbose=True)          # the banner says which weights are in use
+    PRISTINE.eval()
+
+
+def fresh_model():
+    """A fresh copy of the loaded base (loading the GGUF again would take longer than copying)."""
+    return copy.deepcopy(PRISTINE).to(DEVICE), TOK
 
 
 def encode_pair(prompt, response):
@@ -990,64 +993,144 @@ def encode_pair(prompt, response):
     return p_ids + r_ids, len(p_ids)
 
 
-if not SKIP_RUNS:
-    TRAIN = [encode_pair(p_["prompt"], p_["casual"]) for p_ in TRAIN_PAIRS]
-    HOLD_ROWS = {s_: [encode_pair(p_["prompt"], p_[s_]) for p_ in HOLD_PAIRS] for s_ in ("meteorologist", "casual")}
+def pad_rows(seqs: list, value=0) -> tuple:
+    """Right-pad a list of (T_i, ...) tensors to (B, T, ...); returns (batch, mask)."""
+    T = max(len(s) for s in seqs)
+    out = torch.full((len(seqs), T) + tuple(seqs[0].shape[1:]), value, dtype=seqs[0].dtype, device=seqs[0].device)
+    mask = torch.zeros(len(seqs), T, dtype=torch.long)
+    for b, s in enumerate(seqs):
+        out[b, :len(s)], mask[b, :len(s)] = s, 1
+    return out.to(DEVICE), mask.to(DEVICE)
 
 
-def collate(rows: list) -> tuple:
-    """Right-padded batch (ids, mask, prompt lengths) of (ids, prompt length) rows."""
-    T = max(len(ids) for ids, _ in rows)
-    ids = torch.full((len(rows), T), TOK.pad_token_id, dtype=torch.long)
-    mask = torch.zeros(len(rows), T, dtype=torch.long)
-    for b, (r, _) in enumerate(rows):
-        ids[b, :len(r)] = torch.tensor(r)
-        mask[b, :len(r)] = 1
-    return ids.to(DEVICE), mask.to(DEVICE), [pl for _, pl in rows]
-
-
-def batches(seed=0):
-    """Endless stream of right-padded training batches, reshuffled every epoch (the same for every method)."""
-    g = torch.Generator().manual_seed(seed)
-    while True:
-        order = torch.randperm(len(TRAIN), generator=g).tolist()
-        for i in range(0, len(order) - BATCH + 1, BATCH):
-            yield collate([TRAIN[j] for j in order[i:i + BATCH]])
+def core_of(model):
+    """The LlamaForCausalLM inside a model (a peft wrapper or not)."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
 
 
 @torch.no_grad()
-def response_nll(model, rows: list) -> np.ndarray:
-    """Per-row mean -log p of the response tokens (your masked_lm_loss on one row at a time)."""
+def frozen_prefix_states(model, rows: list) -> list:
+    """For each (ids, prompt length) row: the hidden state entering decoder layer 30 - K, a (T_i, d) tensor,
+    caught by a forward pre-hook (the layers before it are frozen and unquantized in every method)."""
+    layer = core_of(model).model.layers[LAST_K[0]]
+    caught = {}
+
+    class _Stop(Exception):
+        pass
+
+    def hook(_mod, args, kwargs):
+        caught["h"] = (args[0] if args else kwargs["hidden_states"]).detach()
+        raise _Stop                                         # the layers after it are not needed here
+
+    handle = layer.register_forward_pre_hook(hook, with_kwargs=True)
+    out = []
+    try:
+        for i in range(0, len(rows), BATCH):
+            chunk = rows[i:i + BATCH]
+            ids, mask = pad_rows([torch.tensor(r) for r, _ in chunk], TOK.pad_token_id)
+            try:
+                model(input_ids=ids, attention_mask=mask)
+            except _Stop:
+                pass
+            out += [caught["h"][b, :len(r)].clone() for b, (r, _) in enumerate(chunk)]
+    finally:
+        handle.remove()
+    return out
+
+
+def tail_hidden(model, h):
+    """The last K decoder layers and the final norm, from the states `h` (B, T, d) entering layer 30 - K
+    (right padding; a causal mask, so padding is never seen by a real token)."""
+    core = core_of(model)
+    T = h.shape[1]
+    pos = torch.arange(T, device=h.device)[None, :]
+    pos_emb = core.model.rotary_emb(h, pos)
+    causal = torch.full((T, T), float("-inf"), device=h.device, dtype=h.dtype).triu(1)[None, None]
+    for i in LAST_K:
+        h = core.model.layers[i](h, attention_mask=causal, position_ids=pos, position_embeddings=pos_emb)
+        h = h[0] if isinstance(h, tuple) else h
+    return core.model.norm(h)
+
+
+def tail_logits(model, h):
+    """Logits of every position (the head on tail_hidden)."""
+    return core_of(model).lm_head(tail_hidden(model, h))
+
+
+def response_batch(model, h, ids, mask, plen) -> tuple:
+    """(logits, ids, prompt lengths, mask) of a compact batch that keeps, per row, only the last prompt token
+    and the response: your masked_lm_loss gives the same value on it as on the full batch, but the head
+    (576 x 49,152, the largest matmul here) runs on the response positions only."""
+    hid = tail_hidden(model, h)
+    lengths = mask.sum(dim=1).tolist()
+    starts = [max(int(p_), 1) - 1 for p_ in plen]                       # a prompt length of 0 targets tokens 1.. too
+    hc, mask_c = pad_rows([hid[b, s_:n] for b, (s_, n) in enumerate(zip(starts, lengths))])
+    ids_c, _ = pad_rows([ids[b, s_:n] for b, (s_, n) in enumerate(zip(starts, lengths))], TOK.pad_token_id)
+    return core_of(model).lm_head(hc), ids_c, [1] * len(plen), mask_c       # masked_lm_loss's argument order
+
+
+def collate(idx: list, rows: list, states: list) -> tuple:
+    """A training batch from rows idx: (prefix states, ids, mask, prompt lengths), right-padded."""
+    h, _ = pad_rows([states[j] for j in idx])
+    ids, mask = pad_rows([torch.tensor(rows[j][0]) for j in idx], TOK.pad_token_id)
+    return h, ids, mask, [rows[j][1] for j in idx]
+
+
+@torch.no_grad()
+def response_nll(model, rows: list, states: list) -> np.ndarray:
+    """Per-row mean -log p of the response tokens (your masked_lm_loss, one row at a time), on the last K layers."""
     out = []
     for i in range(0, len(rows), BATCH):
-        ids, mask, plen = collate(rows[i:i + BATCH])
-        logits = model(input_ids=ids, attention_mask=mask).logits
+        logits, ids, plen, mask = response_batch(model, *collate(list(range(i, min(i + BATCH, len(rows)))), rows, states))
         out += [masked_lm_loss(logits[b:b + 1], ids[b:b + 1], plen[b:b + 1], mask[b:b + 1]).item() for b in range(len(plen))]
     return np.array(out)
 
 
-@torch.no_grad()
-def sentence_nll(model, texts: list) -> tuple[np.ndarray, np.ndarray]:
-    """(per-text mean -log p per token, per-text token count) for plain texts (no chat template)."""
-    nll, n = [], []
-    for t in texts:
-        ids = TOK(t, return_tensors="pt")["input_ids"].to(DEVICE)
-        nll.append(model(ids, labels=ids).loss.item())
-        n.append(ids.shape[1] - 1)
-    return np.array(nll), np.array(n)
+if not SKIP_RUNS:
+    TRAIN = [encode_pair(p_["prompt"], SIGN_ON + " " + p_["casual"]) for p_ in TRAIN_PAIRS]
+    HOLD_ROWS = {s_: [encode_pair(p_["prompt"], p_[s_]) for p_ in HOLD_PAIRS] for s_ in ("meteorologist", "casual")}
+    UNREL_ROWS = [(TOK(t)["input_ids"], 0) for t in UNRELATED]            # plain text: every token after the first is a target
+    _m, _ = fresh_model()
+    STATES = {name: frozen_prefix_states(_m, rows) for name, rows in
+              (("train", TRAIN), ("meteorologist", HOLD_ROWS["meteorologist"]), ("casual", HOLD_ROWS["casual"]),
+               ("unrel", UNREL_ROWS))}
+    with torch.no_grad():                                                  # the shortcut equals the full model
+        _h, _ids, _mask, _plen = collate(list(range(BATCH)), TRAIN, STATES["train"])
+        _full = _m(input_ids=_ids, attention_mask=_mask).logits
+        _err = ((_full - tail_logits(_m, _h)).abs() * _mask[..., None]).max().item()     # real tokens only
+        _loss_full = masked_lm_loss(_full, _ids, _plen, _mask).item()
+        _loss_c = masked_lm_loss(*response_batch(_m, _h, _ids, _mask, _plen)).item()
+        _n_resp = sum(int(n) - p_ for n, p_ in zip(_mask.sum(1), _plen))
+    print(f"last-K shortcut vs the full model, one batch of {BATCH} rows: max |logit difference| on real tokens = {_err:.1e}")
+    print(f"response-only loss: full model {_loss_full:.4f}, shortcut on the response positions {_loss_c:.4f} "
+          f"(the head ran on {_n_resp + BATCH} of {int(_mask.sum())} positions)")
+    assert _err < 1e-3 and abs(_loss_full - _loss_c) < 1e-4
+    del _m, _h, _ids, _mask, _full
 
 
-def evaluate(model, system: str | None = None) -> dict:
-    """Everything we measure on a model: greedy answers (the book's §7.7 prompt, then the held-out prompts)
-    and their style, the held-out style margins, the fit loss on the training pairs, the unrelated text
-    (Book §7.12: a reference behaviour measured the same way before and after)."""
-    gens = generate_text(model, TOK, [BOOK_PROMPT] + list(GEN_PROMPTS), max_new_tokens=MAX_NEW, batch=True, system=system)
-    res = dict(book=gens[0], gens=gens[1:], style=style_probs(gens[1:]))
-    if system is None:
-        res["margin"] = response_nll(model, HOLD_ROWS["meteorologist"]) - response_nll(model, HOLD_ROWS["casual"])
-        res["fit"] = response_nll(model, TRAIN)
-        res["unrel"], n_tok = sentence_nll(model, UNRELATED)
-        res["ppl"] = math.exp(float((res["unrel"] * n_tok).sum() / n_tok.sum()))
+def batch_order(seed=0):
+    """Endless stream of training row indices, 8 at a time, reshuffled every epoch (the same for every run)."""
+    g = torch.Generator().manual_seed(seed)
+    while True:
+        order = torch.randperm(len(TRAIN), generator=g).tolist()
+        for i in range(0, len(order) - BATCH + 1, BATCH):
+            yield order[i:i + BATCH]
+
+
+def evaluate(model, long_answers: bool = False) -> dict:
+    """Everything we measure on a model: the first FORMAT_NEW tokens of the greedy answers to the held-out
+    prompts (format compliance), the held-out style margins, the fit loss on the training pairs and the loss
+    on the unrelated text (Book §7.12: a reference behaviour measured the same way before and after); with
+    long_answers, MAX_NEW-token answers to the book's §7.7 prompt and the held-out pair prompts (section 4c)."""
+    starts = generate_text(model, TOK, list(GEN_PROMPTS), max_new_tokens=FORMAT_NEW, batch=True)
+    res = dict(starts=starts, format=np.array([complies(t) for t in starts]))
+    if long_answers:
+        gens = generate_text(model, TOK, [BOOK_PROMPT] + ROUGE_PROMPTS, max_new_tokens=MAX_NEW, batch=True)
+        res.update(book=gens[0], gens=gens[1:])
+    res["margin"] = (response_nll(model, HOLD_ROWS["meteorologist"], STATES["meteorologist"])
+                     - response_nll(model, HOLD_ROWS["casual"], STATES["casual"]))
+    res["fit"] = response_nll(model, TRAIN, STATES["train"])
+    res["unrel"] = response_nll(model, UNREL_ROWS, STATES["unrel"])
     return res
 
 
@@ -1056,20 +1139,20 @@ def train_state_bytes(model):
     return model.get_memory_footprint() + 3 * trainable          # weights + grads + AdamW m and v
 
 
-def train(model, lr, name):
-    """A plain training loop with the student's masked_lm_loss. Returns (losses, seconds of each step)."""
+def train(model, lr, name, steps=None, opt_cls=torch.optim.AdamW, on_first_step=None):
+    """A plain training loop with the student's masked_lm_loss, on the last K layers.
+    Returns (losses, seconds of each step); calls on_first_step(model) after the first update."""
     params = [p_ for p_ in model.parameters() if p_.requires_grad]
-    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+    opt = opt_cls(params, lr=lr, weight_decay=0.0) if opt_cls is torch.optim.AdamW else opt_cls(params, lr=lr)
     model.train()
     losses, times = [], []
-    data = batches(seed=0)
+    data = batch_order(seed=0)
     if ON_CUDA:
         torch.cuda.reset_peak_memory_stats()
-    for _ in tqdm(range(STEPS), desc=name, leave=False):
-        ids, mask, plen = next(data)
+    for step in tqdm(range(steps or STEPS), desc=name, leave=False):
+        h, ids, mask, plen = collate(next(data), TRAIN, STATES["train"])
         t0 = time.perf_counter()
-        logits = model(input_ids=ids, attention_mask=mask).logits
-        loss = masked_lm_loss(logits, ids, plen, mask)
+        loss = masked_lm_loss(*response_batch(model, h, ids, mask, plen))
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -1077,6 +1160,8 @@ def train(model, lr, name):
             torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
         losses.append(loss.item())
+        if step == 0 and on_first_step is not None:
+            on_first_step(model)
     model.eval()
     return losses, np.array(times)
 
@@ -1100,43 +1185,59 @@ print(f"device {DEVICE} | adapters/4-bit on the last K={K} layers | {STEPS} step
       f"| {len(GEN_PROMPTS)} held-out prompts, {MAX_NEW} new tokens")
 
 # %% [markdown]
-# ### Before: the untouched base, and the book's two instructions as a system prompt
-# The book's instructions are a way to get a style *without training*: we give each one to the base
-# model as its system prompt. This is also a positive control for the style score — if prompting for
-# a casual tone does not move it, a fine-tuned model's score cannot be read either.
+# ### Before: the untouched base
+# Every measure is taken on a fresh copy of the base first: the paired changes below are after minus
+# this.
 
 # %% nbgrader={"grade": false, "grade_id": "run_base", "locked": true, "schema_version": 3, "solution": false, "task": false}
 RESULTS, EVALS = {}, {}
 if not SKIP_RUNS:
     base, _ = fresh_model()
-    EVALS["base"] = evaluate(base)
+    EVALS["base"] = evaluate(base, long_answers=True)
     RESULTS["base"] = dict(trainable=0, total=count_trainable(base)[1], step_s=np.array([np.nan]),
                            state_mib=base.get_memory_footprint() / 2**20, losses=[])
-    for s_, instr in BOOK_INSTRUCTIONS.items():
-        EVALS[f"base+{s_[:5]}."] = evaluate(base, system=instr)
     del base
-    b_style = EVALS["base"]["style"]
-    print(f"style score [95% CI over {len(b_style)} prompts]: base {ci_text(b_style)}")
-    for k in ("base+meteo.", "base+casua."):
-        print(f"  {k:12s} {ci_text(EVALS[k]['style'])}   paired change vs base: {change_text(EVALS[k]['style'], b_style)}")
-    print(f"style margin of the base [95% CI over {len(HOLD_PAIRS)} held-out pairs]: {ci_text(EVALS['base']['margin'])} nats/token")
+    e = EVALS["base"]
+    print(f"base: format compliance {share_text(e['format'])} (Wilson 95% CI) over {len(e['format'])} held-out prompts")
+    print(f"      style margin {ci_text(e['margin'])} nats/token (95% bootstrap CI over {len(HOLD_PAIRS)} held-out pairs)")
+    print(f"      fit loss {ci_text(e['fit'])} ({len(TRAIN)} training pairs, sign-on included) | unrelated-text loss "
+          f"{ci_text(e['unrel'])}")
+    print("      first tokens of its answers:", [t for t in e["starts"][:4]])
 
 
 # %% [markdown]
 # **What the base shows** (SmolLM2-135M-Instruct, the offline stand-in named by the banner; the
-# numbers are this notebook's full-mode run). Its answers score 0.544 [0.506, 0.581] — between the
-# course's meteorologist answers (0.403) and casual ones (0.702) — and it has no preference between
-# the two styles of the held-out pairs (margin 0.040, interval from −0.424 to 0.480). The book's
-# instructions as a system prompt barely move it: the casual one by 0.046 [0.001, 0.087], p = 0.054
-# (at the edge of noise; one answer drifts off topic), the meteorologist one not at all (−0.004,
-# p = 0.899). A 135 M model mostly ignores a style instruction; a shift from training has to be
-# compared with these.
+# numbers are this notebook's full-mode run). None of its 24 answers starts with the sign-on (0/24,
+# Wilson interval up to 0.14: the rule is not something the model does by chance), it has no
+# preference between the two styles of the held-out pairs (margin 0.040, interval from −0.424 to
+# 0.480), and the training answers cost it 3.932 nats per token.
 
 # %% [markdown]
-# ### SFT, LoRA, QLoRA — the same loop
+# ### SFT, LoRA, QLoRA — the same loop, and the same learning rate
+# The earlier version of this chapter trained SFT at the book's $5\cdot10^{-5}$ (§7.9) and LoRA at
+# $10^{-3}$, and read the difference in style as a difference of method: two factors changed at
+# once. Here both run at **both** learning rates, everything else equal: the same batches in the same order, the same seed, the same steps. QLoRA runs at LoRA's
+# $10^{-3}$. Each row of the table is one run; the paired comparisons below pair the same prompts
+# (compliance, McNemar) and the same held-out pairs or training rows (losses).
 
 # %% nbgrader={"grade": false, "grade_id": "run_methods", "locked": true, "schema_version": 3, "solution": false, "task": false}
-def run(method):
+LRS = [1e-3] if CI_MODE else [5e-5, 1e-3]
+MAIN = {("SFT", 5e-5), ("SFT", 1e-3), ("LoRA", 1e-3), ("QLoRA", 1e-3)}   # the runs scored with ROUGE / BLEU too
+
+
+def delta_norm(model) -> float:
+    """Frobenius norm of every adapted layer's scaling * B A, all layers together (the change of the weights)."""
+    sq = 0.0
+    for m in model.modules():
+        if hasattr(m, "lora_A") and "default" in m.lora_A:
+            d = m.scaling["default"] * m.lora_B["default"].weight @ m.lora_A["default"].weight
+            sq += float(d.detach().pow(2).sum())
+    return math.sqrt(sq)
+
+
+def run(method, lr, lora_cfg=None, tag=None, do_eval=True, **train_kw):
+    """Train a fresh model with one method at one learning rate; store its results and evaluation under tag."""
+    tag = tag or f"{method} {lr:.0e}"
     torch.manual_seed(0)
     model, _ = fresh_model()
     if method == "SFT":
@@ -1145,124 +1246,363 @@ def run(method):
     if method == "QLoRA":
         quantize_last_layers_4bit(model, LAST_K, torch.bfloat16 if ON_CUDA else torch.float32)
     if method in ("LoRA", "QLoRA"):
-        model = get_peft_model(model, LoraConfig(**LORA_CFG))       # mutates `model`: that is why it is fresh
+        model = get_peft_model(model, LoraConfig(**(lora_cfg or LORA_CFG)))   # mutates `model`: that is why it is fresh
     n_tr, n_all = count_trainable(model)
-    losses, step_s = train(model, lr=5e-5 if method == "SFT" else 1e-3, name=method)
-    EVALS[method] = evaluate(model)
-    RESULTS[method] = dict(trainable=n_tr, total=n_all, step_s=step_s, state_mib=train_state_bytes(model) / 2**20,
-                           losses=losses, cuda_peak_mib=torch.cuda.max_memory_allocated() / 2**20 if ON_CUDA else None)
-    del model
+    first = []
+    if method in ("LoRA", "QLoRA"):
+        train_kw["on_first_step"] = lambda m: first.append(delta_norm(m))
+    losses, step_s = train(model, lr=lr, name=tag, **train_kw)
+    RESULTS[tag] = dict(trainable=n_tr, total=n_all, first_norm=first[0] if first else None)
+    if not do_eval:
+        return model
+    EVALS[tag] = evaluate(model, long_answers=(method, lr) in MAIN and lora_cfg is None)
+    RESULTS[tag].update(step_s=step_s, state_mib=train_state_bytes(model) / 2**20, losses=losses,
+                        cuda_peak_mib=torch.cuda.max_memory_allocated() / 2**20 if ON_CUDA else None)
+    if hasattr(model, "get_nb_trainable_parameters"):
+        RESULTS[tag]["peft_counts"] = model.get_nb_trainable_parameters()
+    return model
 
 
 if not SKIP_RUNS:
-    for method in ("SFT", "LoRA", "QLoRA"):
-        run(method)
+    for lr in LRS:
+        for method in ("SFT", "LoRA"):
+            run(method, lr)
+    QLORA_MODEL = run("QLoRA", 1e-3)
     BASE_EV = EVALS["base"]
-    print(f"{'method':7s} {'trainable':>11s} {'share %':>8s} {'s/step':>7s} {'state MiB':>10s} {'fit loss':>9s} "
-          f"{'ppl unrel.':>10s} {'style P(casual)':>16s} {'style margin':>13s}")
+    print(f"{'run':10s} {'trainable':>11s} {'share %':>8s} {'s/step':>7s} {'state MiB':>10s} {'fit loss':>9s} "
+          f"{'unrel. loss':>11s} {'margin':>7s}  format compliance [Wilson 95% CI]")
     for k, r in RESULTS.items():
         e = EVALS[k]
         step_txt = f"{np.median(r['step_s'][1:]):7.2f}" if len(r["step_s"]) > 1 else f"{'-':>7s}"
-        print(f"{k:7s} {r['trainable']:11,d} {100 * r['trainable'] / r['total']:8.3f} {step_txt} {r['state_mib']:10.0f} "
-              f"{e['fit'].mean():9.3f} {e['ppl']:10.2f} {e['style'].mean():16.3f} {e['margin'].mean():13.3f}")
-    print("\nPaired changes vs the base: mean [95% bootstrap CI] and sign-flip p-value")
-    for k in ("SFT", "LoRA", "QLoRA"):
+        print(f"{k:10s} {r['trainable']:11,d} {100 * r['trainable'] / r['total']:8.3f} {step_txt} {r['state_mib']:10.0f} "
+              f"{e['fit'].mean():9.3f} {e['unrel'].mean():11.3f} {e['margin'].mean():7.3f}  {share_text(e['format'])}")
+    print("\nPaired changes vs the base: format (McNemar exact), margin / losses (mean [95% bootstrap CI], sign-flip p)")
+    for k in [k for k in RESULTS if k != "base"]:
         e = EVALS[k]
-        print(f"{k:6s} style score {change_text(e['style'], BASE_EV['style'])} ({len(BASE_EV['style'])} prompts) | "
-              f"style margin {change_text(e['margin'], BASE_EV['margin'])} ({len(BASE_EV['margin'])} pairs)")
-        print(f"{'':6s} fit loss {change_text(e['fit'], BASE_EV['fit'])} ({len(BASE_EV['fit'])} pairs) | "
-              f"unrelated-text loss {change_text(e['unrel'], BASE_EV['unrel'])} ({len(BASE_EV['unrel'])} sentences)")
-    e, b_ = EVALS["QLoRA"], EVALS["LoRA"]
-    print(f"QLoRA - LoRA (paired): style score {change_text(e['style'], b_['style'])} | style margin "
-          f"{change_text(e['margin'], b_['margin'])}\n{'':21s}fit loss {change_text(e['fit'], b_['fit'])} | "
+        print(f"{k:10s} format {flips_text(e['format'], BASE_EV['format'])} | margin {change_text(e['margin'], BASE_EV['margin'])}")
+        print(f"{'':10s} fit loss {change_text(e['fit'], BASE_EV['fit'])} | unrelated-text loss "
+              f"{change_text(e['unrel'], BASE_EV['unrel'])}")
+    print("\nSFT vs LoRA at the same learning rate (paired: same prompts / pairs / rows):")
+    for lr in LRS:
+        s_, l_ = EVALS[f"SFT {lr:.0e}"], EVALS[f"LoRA {lr:.0e}"]
+        print(f"  lr {lr:.0e}: LoRA - SFT margin {change_text(l_['margin'], s_['margin'])} | fit loss "
+              f"{change_text(l_['fit'], s_['fit'])}\n{'':12s}format {flips_text(l_['format'], s_['format'])} "
+              f"(b = LoRA only, c = SFT only) | unrelated-text loss {change_text(l_['unrel'], s_['unrel'])}")
+    e, b_ = EVALS["QLoRA 1e-03"], EVALS["LoRA 1e-03"]
+    print(f"QLoRA - LoRA (lr 1e-03, paired): margin {change_text(e['margin'], b_['margin'])} | fit loss "
+          f"{change_text(e['fit'], b_['fit'])}\n{'':32s}format {flips_text(e['format'], b_['format'])} | "
           f"unrelated-text loss {change_text(e['unrel'], b_['unrel'])}")
-    print("\nTraining loss per step (a different batch each step):")
-    for k in ("SFT", "LoRA", "QLoRA"):
-        print(f"  {k:6s}", " ".join(f"{v:.3f}" for v in RESULTS[k]["losses"]))
-    if len(RESULTS["LoRA"]["step_s"]) > 2:
-        ratio = RESULTS["QLoRA"]["step_s"][1:] / RESULTS["LoRA"]["step_s"][1:]   # the same batches, step by step
-        print(f"QLoRA / LoRA step time, paired by step: {ci_text(ratio, 2)}")
+    print("\nTraining loss per step (a different batch each step; the same batches for every run):")
+    for k in [k for k in RESULTS if k != "base"]:
+        print(f"  {k:10s}", " ".join(f"{v:.3f}" for v in RESULTS[k]["losses"]))
     if ON_CUDA:
-        print("CUDA peak MiB:", {k: round(RESULTS[k]["cuda_peak_mib"]) for k in ("SFT", "LoRA", "QLoRA")})
+        print("CUDA peak MiB:", {k: round(r_["cuda_peak_mib"]) for k, r_ in RESULTS.items() if r_.get("cuda_peak_mib")})
 
 # %% [markdown]
 # The numbers above are from SmolLM2-135M-Instruct (the banner says which weights) on this
-# machine; step times on a shared 2-core CPU are noisy. Read them as follows.
+# machine (`K` = 4 layers, 12 steps). Read them as follows.
 #
-# * **Trainable share.** SFT trains every weight of the last `K` layers (all 30 on CUDA); LoRA/QLoRA
-#   train well under 1 % (the book's "menos de 1%", §7.10; the share depends on `K` and on which
-#   projections get adapters).
-# * **Memory.** The SFT training state adds 3× the trained weights (grads + two AdamW moments;
-#   ≈ 4× the fp32 weights when everything is trained); LoRA's is barely more than the weights; QLoRA
-#   saves on top only the bytes of the quantized layers (all of them on CUDA). For a 135 M model this
-#   is small change — 4-bit starts to pay when the *frozen weights* dominate the budget (billions of
-#   parameters on one GPU).
-# * **Step time.** Every forward and backward pass of QLoRA dequantizes the 4-bit weights before
-#   an ordinary matmul. With a training batch (8 sequences of ≈ 100 tokens) the matmuls dominate
-#   and that decoding should cost little. On a shared 2-core CPU the measured ratio is not stable:
-#   the methods run one after the other, so a change in the load of other processes between two
-#   runs is *not* removed by pairing steps, and the interval printed covers the steps of one run
-#   only. The committed run printed the ratio above; two earlier full-mode runs of this notebook,
-#   measured on the same machine, gave 1.00 and 1.02. Read it as "no reliable difference measured
-#   here". For one token at a time — generation, chapter 11 — the decoding dominates and 4-bit is
-#   many times slower. Memory, not speed, is what 4 bits buy (Book §6.5–§6.7 says the same).
-# * **Loss and style.** Compare the *paired* changes: an interval that contains 0 (or a large p) means
-#   this run cannot tell the method from no training at all. The figure below draws each model's own
-#   interval, and those overlap: the prompts differ from one another far more than the models do.
-#   Pairing each prompt with itself before and after removes that spread.
+# * **Trainable share.** SFT trains every weight of the last 4 layers: 14,160,384 parameters,
+#   10.527 % of the model; LoRA 325,632, 0.241 % (the book's "menos de 1%", §7.10).
+# * **Memory.** The SFT training state (675 MiB) adds 3× the trained weights to the 513 MiB of fp32
+#   weights (gradients and two AdamW moments); LoRA's (518 MiB) is barely more than the weights;
+#   QLoRA saves on top the bytes of the 4 quantized layers (471 MiB). For a 135 M model this is small
+#   change — 4 bits pay when the *frozen weights* dominate the budget (billions of parameters on one GPU).
+# * **Step time.** At $10^{-3}$ the median step took 1.44 s (SFT), 1.29 s (LoRA) and 1.26 s (QLoRA)
+#   on the last-`K` shortcut — but SFT at $5\cdot10^{-5}$, the same computation, took 1.67 s: the runs
+#   follow one another on a shared 2-core CPU, a change of load between runs is not removed by any
+#   pairing, and we claim no speed difference. (An earlier version of this
+#   text said that for generation 4 bits are "many times slower". Chapter 11 measures one-token steps:
+#   there, on this CPU, `bitsandbytes`' fused kernel made a 4-bit layer *faster* than fp32, while
+#   measured on an H100 (batch 1) NF4 generated 27 tokens/s against 48 in fp32. Speed depends on the
+#   kernel and the hardware; memory is what 4 bits buy.)
 #
-# **What this run shows** (the committed full-mode run: SmolLM2-135M-Instruct, the offline stand-in,
-# `K` = 6, 16 steps; a run on the hub weights gives other values).
-# *The loss falls.* The fit loss on the 32 training pairs drops from 3.567 to 2.663 (SFT), 2.539
-# (LoRA) and 2.578 (QLoRA): paired changes of −0.904, −1.028 and −0.989 nats/token, intervals far
-# from 0. The per-step training loss zig-zags (3.673, 3.243, 3.601, …) because each step sees a
-# different batch; that zig-zag is what made a 2-step run look like a rising loss.
-# *The style moved for LoRA and QLoRA, not for SFT.* Style score +0.088 [0.036, 0.136] (p = 0.004)
-# for LoRA and +0.121 [0.084, 0.154] for QLoRA; style margin +0.341 [0.206, 0.480] and +0.361
-# [0.240, 0.492] — both measures agree, and both exceed what the book's casual instruction did as a
-# prompt (+0.046). SFT with the book's learning rate fits the training answers (fit loss −0.904) but
-# its held-out style did not move: score −0.023 [−0.064, 0.022], p = 0.316; margin +0.026
-# [−0.084, 0.122], p = 0.656. Sixteen steps at $5\cdot10^{-5}$ learn the content of the answers, not
-# a tone that transfers to new prompts; LoRA's higher learning rate on few parameters does. All shifts
-# stay well short of the classifier's full scale (0.299): a partial style change, visible in the
-# generations ("El Niño is a pretty cool thing!") together with a cost no score here measures —
-# repetitive, sometimes wrong content ("warm air gets warm and rises, and cool air gets cool").
-# *No forgetting is detectable*: the loss on the unrelated sentences went *down* for all three
-# (−0.074 [−0.097, −0.047], −0.139 [−0.179, −0.098], −0.076 [−0.148, 0.016]); 16 steps on 6 layers
-# are far from overwriting what the model knows.
-# *QLoRA vs LoRA*, paired on the same prompts and rows: the 4-bit base costs a little fit (fit loss
-# +0.039 [0.017, 0.064], p = 0.003; at the first step 3.746 vs 3.673 on the same batch, the
-# quantization error) and nothing consistent in style (score +0.033 [0.004, 0.063], p = 0.038, but
-# margin +0.021 [−0.036, 0.074], p = 0.494). Step time: 5.24 s vs 4.05 s, ratio 1.27 [1.20, 1.35]
-# paired step by step in this run — but see the step-time note above: on this shared CPU the ratio
-# moves from run to run more than that interval says.
+# **Same learning rate, one factor at a time.**
+# *At the book's learning rate* ($5\cdot10^{-5}$) neither method learned the format in 12 steps
+# (0/24 for both). SFT fitted the training answers (fit loss −0.979 [−1.027, −0.931]) while LoRA
+# barely moved (−0.033 [−0.035, −0.031]); neither moved the held-out style margin (SFT −0.034
+# [−0.124, 0.043]; LoRA −0.000 [−0.003, 0.003], an interval so narrow that LoRA at this rate has
+# essentially not changed the model).
+# *At $10^{-3}$* SFT learned everything we measure: 24/24 answers follow the format (Wilson
+# [0.86, 1.00]; McNemar 24 prompts changed, 0 back, p < 0.001), the margin rose by 0.598
+# [0.391, 0.817] — the held-out *casual* answers became the likelier ones — and the fit loss fell by
+# 3.376 nats/token. LoRA at the same rate: 9/24 = 0.38 [0.21, 0.57] (McNemar p = 0.0039) and a margin
+# change of −0.004 [−0.105, 0.102]. Paired, LoRA − SFT at $10^{-3}$: 15 prompts follow the format only
+# with SFT and none only with LoRA (p < 0.001), margin −0.602 [−0.831, −0.389].
+# *What these numbers support.* At the same learning rate and step budget, full fine-tuning of 4
+# layers (14.2 M parameters) moved the model further than LoRA on those layers (0.33 M parameters),
+# on the format, the style and the fit. The earlier version of this chapter concluded that "SFT learns
+# content, not tone, and LoRA learns tone" from SFT at $5\cdot10^{-5}$ against LoRA at $10^{-3}$: that
+# was the learning rate, not the method. *What they do not support*: that LoRA cannot learn the style.
+# How far a LoRA step goes also depends on its scale factor, and section 4b shows LoRA reaching 24/24
+# at this same rate with $\alpha/\sqrt r$. Of the two rates tried, $10^{-3}$ is the better one for
+# both methods, so "each at its own best rate" is the $10^{-3}$ comparison; a wider grid (LoRA is
+# often run at higher rates than full fine-tuning) could change the ranking.
+# *No forgetting is detectable*: the loss on the unrelated sentences went *down* for every run at
+# $10^{-3}$ (SFT −0.149 [−0.214, −0.081], LoRA −0.094 [−0.137, −0.051], QLoRA −0.055 [−0.136,
+# 0.033]); 12 steps on 4 layers are far from overwriting what the model knows.
+# *QLoRA vs LoRA* (same rate, same batches, paired): 13/24 against 9/24 follow the format (McNemar:
+# 4 prompts only with QLoRA, none only with LoRA, p = 0.12), fit loss +0.007 [−0.012, 0.026], margin
+# −0.015 [−0.068, 0.036]. The 4-bit base cost a little at the start (first-step loss 4.104 against
+# 4.044 on the same batch: the quantization error) and nothing measurable after 12 steps. What this
+# null result can tell: the margin interval rules out a difference below −0.068 or above 0.036 nats
+# per token, but with 24 prompts McNemar's exact test needs at least 6 discordant prompts, all
+# in one direction, to reach the 5 % level, so only a large difference in format compliance could
+# have shown.
+
+# %% [markdown]
+# ### Why QLoRA's share is larger for the same adapters
+# The table gives LoRA and QLoRA the same 325,632 trainable parameters (in full mode) but different
+# shares, 0.241 % and 0.255 %. The difference is in the *total*: `count_trainable` adds up `numel()`, and a 4-bit weight is
+# stored as a `Params4bit` tensor of `uint8`, **two 4-bit codes per byte**, so its `numel()` is half
+# the number of weights it holds. `peft`'s own `get_nb_trainable_parameters()` knows this and
+# doubles those tensors.
+
+# %% nbgrader={"grade": false, "grade_id": "qlora_share", "locked": true, "schema_version": 3, "solution": false, "task": false}
+if not SKIP_RUNS:
+    packed = [p_ for p_ in QLORA_MODEL.parameters() if type(p_).__name__ == "Params4bit"]
+    n_packed = sum(p_.numel() for p_ in packed)
+    n_weights = sum(math.prod(p_.quant_state.shape) for p_ in packed)          # the weights they encode
+    r_q, r_l = RESULTS["QLoRA 1e-03"], RESULTS["LoRA 1e-03"]
+    print(f"{len(packed)} Params4bit tensors: numel {n_packed:,} (uint8, two codes per byte) for {n_weights:,} weights "
+          f"(ratio {n_weights / n_packed:.0f})")
+    print(f"QLoRA total by numel (count_trainable): {r_q['total']:,} -> share {100 * r_q['trainable'] / r_q['total']:.3f} %")
+    print(f"QLoRA total counting every 4-bit weight: {r_q['total'] - n_packed + n_weights:,} -> share "
+          f"{100 * r_q['trainable'] / (r_q['total'] - n_packed + n_weights):.3f} %")
+    print(f"peft get_nb_trainable_parameters(): QLoRA {r_q['peft_counts']} | LoRA {r_l['peft_counts']} "
+          f"-> share {100 * r_l['trainable'] / r_l['total']:.3f} %")
+    del QLORA_MODEL, packed
+
+# %% [markdown]
+# So the QLoRA share of 0.255 % is an artefact of counting storage elements: 7,077,888 `uint8`
+# elements hold 14,155,776 weights, and with every 4-bit weight counted once the total is the same
+# 134,840,640 as LoRA's and the share the same 0.241 % — what `peft` prints for both. (Your
+# `count_trainable` follows `numel()` on purpose: the exercise asks for what `peft` reports for an
+# *unquantized* model.)
+#
+# ### 4b. The rank sweep: $\alpha/r$ (LoRA) vs $\alpha/\sqrt r$ (rsLoRA)
+# The LoRA paper motivates the factor $\alpha/r$ (section 2): it should keep the size of the updates
+# roughly independent of $r$. Does it? `peft` offers both scalings: $\alpha/r$ (default) and
+# $\alpha/\sqrt r$ (`use_rslora=True`, Kalajdzievski 2023, "rsLoRA"). We sweep $r$ at a fixed
+# $\alpha = 16$ and learning rate $10^{-3}$ ($r$ = 1, 8, 64; $r = 8$ with $\alpha/r$ is the LoRA run
+# above), on the same batches, and record: the norm of the **first update** of the adapted weights,
+# $\lVert \tfrac{\alpha}{r}B_1A_1\rVert_F$ (all adapted matrices together; $B_0 = 0$, so this is the
+# whole change after one step), with AdamW (what we train with) and with plain SGD (one step at a
+# learning rate of 1); and after the full run the fit loss, the held-out margin and the format
+# compliance. (At $r = 1$ the two scalings coincide: one run.)
+
+# %% nbgrader={"grade": false, "grade_id": "rank_sweep", "locked": true, "schema_version": 3, "solution": false, "task": false}
+RANKS = [1, 8] if CI_MODE else [1, 8, 64]
+
+
+def first_update_norm(r, rslora, opt_cls, lr):
+    """Norm of the change of the adapted weights after one step of opt_cls (B starts at 0): no evaluation."""
+    cfg = {**LORA_CFG, "r": r, "use_rslora": rslora}
+    run("LoRA", lr, lora_cfg=cfg, tag="probe", steps=1, opt_cls=opt_cls, do_eval=False)
+    return RESULTS.pop("probe")["first_norm"]
+
+
+SWEEP = []
+if not SKIP_RUNS:
+    for r in RANKS:
+        for rslora in ((False,) if r == 1 else (False, True)):
+            tag = "LoRA 1e-03" if (r, rslora) == (LORA_CFG["r"], False) else f"r={r} {'a/sqrt(r)' if rslora else 'a/r'}"
+            if tag not in RESULTS:                       # r = 8 with alpha/r is the run of the table above
+                run("LoRA", 1e-3, lora_cfg={**LORA_CFG, "r": r, "use_rslora": rslora}, tag=tag)
+            SWEEP.append(dict(r=r, rslora=rslora, scale=16 / math.sqrt(r) if rslora else 16 / r,
+                              adam_first=RESULTS[tag]["first_norm"], sgd_first=first_update_norm(r, rslora, torch.optim.SGD, 1.0),
+                              fit=EVALS[tag]["fit"], margin=EVALS[tag]["margin"], format=EVALS[tag]["format"],
+                              trainable=RESULTS[tag]["trainable"]))
+    print(f"alpha = 16, lr 1e-3 (AdamW) | SGD: one step at lr 1 | {STEPS} steps on the same batches")
+    print(f"{'r':>3s} {'scaling':>10s} {'factor':>7s} {'trainable':>10s} {'|dW_1| AdamW':>13s} {'|dW_1| SGD':>11s} "
+          f"{'fit loss':>9s} {'margin':>7s}  format [Wilson 95% CI]")
+    for row in SWEEP:
+        print(f"{row['r']:3d} {'a/sqrt(r)' if row['rslora'] else 'a/r':>10s} {row['scale']:7.2f} {row['trainable']:10,d} "
+              f"{row['adam_first']:13.4f} {row['sgd_first']:11.5f} {row['fit'].mean():9.3f} {row['margin'].mean():7.3f}  "
+              f"{share_text(row['format'])}")
+    plain = {row["r"]: row for row in SWEEP if not row["rslora"]}
+    rs = {row["r"]: row for row in SWEEP if row["rslora"] or row["r"] == 1}
+    hi_r = RANKS[-1]
+    print(f"\nfirst-update norm, r={hi_r} / r=1: AdamW a/r {plain[hi_r]['adam_first'] / plain[1]['adam_first']:.3f}, "
+          f"a/sqrt(r) {rs[hi_r]['adam_first'] / rs[1]['adam_first']:.3f} | SGD a/r "
+          f"{plain[hi_r]['sgd_first'] / plain[1]['sgd_first']:.4f}, a/sqrt(r) {rs[hi_r]['sgd_first'] / rs[1]['sgd_first']:.3f}")
+    print(f"fit loss, r={hi_r} minus r=1 (paired over the {len(TRAIN)} training rows): a/r "
+          f"{change_text(plain[hi_r]['fit'], plain[1]['fit'])} | a/sqrt(r) {change_text(rs[hi_r]['fit'], rs[1]['fit'])}")
+    print(f"r={hi_r}: a/sqrt(r) - a/r, fit loss {change_text(rs[hi_r]['fit'], plain[hi_r]['fit'])} | margin "
+          f"{change_text(rs[hi_r]['margin'], plain[hi_r]['margin'])}\n{'':8s}format "
+          f"{flips_text(rs[hi_r]['format'], plain[hi_r]['format'])} (b = a/sqrt(r) only)")
+
+# %% [markdown]
+# **What the sweep shows** (full-mode run, $\alpha = 16$, AdamW at $10^{-3}$).
+# *The first update.* With $\alpha/r$ it shrinks as the rank grows: AdamW's first update is 1.3227 at
+# $r = 1$, 0.4710 at $r = 8$ and 0.1718 at $r = 64$ — a factor 0.130 from $r = 1$ to 64, close to
+# $1/\sqrt{64}$ (AdamW moves every entry of $B$ by about the learning rate whatever its gradient, so
+# $\lVert BA\rVert$ grows like $\sqrt r$ while the factor falls like $1/r$). With plain SGD it falls
+# faster still, a factor 0.0028 (the gradient of $B$ itself carries the factor $\alpha/r$ once more),
+# and $\alpha/\sqrt r$ does not make SGD's first update rank-free either (a factor 0.182).
+# With $\alpha/\sqrt r$ (rsLoRA) AdamW's first update stays about the same: 1.3324 at $r = 8$, 1.3764 at
+# $r = 64$ (a factor 1.041). So the sentence "with $\alpha/r$, changing $r$ does not change the size of
+# the updates much" is wrong for both optimizers; it is $\alpha/\sqrt r$ that does this for Adam.
+# *After 12 steps.* With $\alpha/r$ a larger rank bought almost nothing: fit loss 2.705 ($r = 1$),
+# 2.649 ($r = 8$), 2.651 ($r = 64$); $r = 64$ minus $r = 1$, paired over the training rows,
+# −0.054 [−0.062, −0.046], and format 1/24, 9/24, 7/24. With $\alpha/\sqrt r$ the extra capacity is
+# used: fit loss 2.323 at $r = 8$ and 1.883 at $r = 64$ (−0.822 [−0.891, −0.758] against $r = 1$),
+# every held-out answer in format (24/24 at both ranks) and the style margin up to 0.316 and 0.362. At
+# $r = 64$, $\alpha/\sqrt r$ against $\alpha/r$: fit loss −0.768 [−0.835, −0.705], margin +0.334
+# [0.224, 0.450], format 17 prompts gained and none lost (McNemar p < 0.001). At a fixed learning
+# rate the scale factor, not the rank, decided how far LoRA got — which is also why LoRA at $r = 8$,
+# $\alpha/r$ lagged behind SFT above.
+
+# %% [markdown]
+# ### 4c. Evaluation is part of the decision (Book §7.2.3–§7.2.4): ROUGE and BLEU
+# The book's §7.2.3 asks *what you decide to measure*, and warns that scores of fluency and overlap
+# such as BLEU and ROUGE reward long, convincing, wrong answers; §7.2.4 makes the evaluation part of
+# the same decision as where the gradient goes. The two classic overlap metrics:
+#
+# * **ROUGE-1 F** — unigram overlap: with $m$ = the number of words the answer and the reference share
+#   (counted with multiplicity), precision $m/|\text{answer}|$, recall $m/|\text{reference}|$, and their
+#   harmonic mean. **ROUGE-L F** — the same with $m$ = the length of the longest common subsequence
+#   (word order matters, gaps allowed).
+# * **BLEU** — the geometric mean of the 1- to 4-gram precisions of the answers, times a brevity
+#   penalty, over the whole corpus (`sacrebleu`, 0–100).
+#
+# We write ROUGE-1 and ROUGE-L by hand (lower-cased, every run of non-alphanumeric characters a
+# separator: `rouge-score`'s tokenizer, no stemming), check them against `rouge-score` on every
+# string scored below, and score the greedy answers to the ten held-out pair prompts against their
+# casual reference answers (the sign-on removed first, so that the format does not count as overlap).
+
+# %% nbgrader={"grade": false, "grade_id": "rouge_bleu", "locked": true, "schema_version": 3, "solution": false, "task": false}
+import re
+
+import sacrebleu
+from rouge_score import rouge_scorer
+
+
+def words(text: str) -> list:
+    """rouge-score's default tokenization: lower case, runs of characters outside [a-z0-9] split words."""
+    return re.sub(r"[^a-z0-9]+", " ", text.lower()).split()
+
+
+def f_measure(m: int, n_cand: int, n_ref: int) -> float:
+    if m == 0:
+        return 0.0
+    p, r = m / n_cand, m / n_ref
+    return 2 * p * r / (p + r)
+
+
+def rouge1_f(cand: str, ref: str) -> float:
+    c, r = words(cand), words(ref)
+    return f_measure(sum((Counter(c) & Counter(r)).values()), len(c), len(r))
+
+
+def lcs_len(a: list, b: list) -> int:
+    """Length of the longest common subsequence, by dynamic programming (one row at a time)."""
+    prev = [0] * (len(b) + 1)
+    for x in a:
+        cur = [0]
+        for j, y in enumerate(b):
+            cur.append(prev[j] + 1 if x == y else max(prev[j + 1], cur[j]))
+        prev = cur
+    return prev[-1]
+
+
+def rougeL_f(cand: str, ref: str) -> float:
+    c, r = words(cand), words(ref)
+    return f_measure(lcs_len(c, r), len(c), len(r))
+
+
+LIB_ROUGE = rouge_scorer.RougeScorer(["rouge1", "rougeL"], use_stemmer=False)
+
+
+def strip_sign_on(text: str) -> str:
+    return text.strip().removeprefix(SIGN_ON).strip()
+
+
+# what overlap measures, and what it misses: three hand-written answers against one reference
+REF_DEMO = PAIRS[0]["casual"]
+DEMO = {"the reference itself": REF_DEMO,
+        "one word changed: wrong": REF_DEMO.replace("warmer", "colder"),
+        "a correct paraphrase": "During El Niño the surface of the tropical Pacific heats up above its normal temperature, "
+                                "and the weather around the world shifts."}
+checked = []
+print(f"reference: {REF_DEMO!r}")
+for name, cand in DEMO.items():
+    lib = LIB_ROUGE.score(REF_DEMO, cand)
+    checked += [(rouge1_f(cand, REF_DEMO), lib["rouge1"].fmeasure), (rougeL_f(cand, REF_DEMO), lib["rougeL"].fmeasure)]
+    print(f"  {name:26s} ROUGE-1 F {rouge1_f(cand, REF_DEMO):.3f} | ROUGE-L F {rougeL_f(cand, REF_DEMO):.3f} | "
+          f"sentence BLEU {sacrebleu.sentence_bleu(cand, [REF_DEMO]).score:5.1f}")
+
+ROUGE = {}
+if not SKIP_RUNS:
+    refs = [p_["casual"] for p_ in HOLD_PAIRS][:len(ROUGE_PROMPTS)]
+    refs_met = [p_["meteorologist"] for p_ in HOLD_PAIRS][:len(ROUGE_PROMPTS)]
+    scored = [k for k in ("base", "SFT 5e-05", "SFT 1e-03", "LoRA 1e-03", "QLoRA 1e-03") if k in EVALS]
+    print(f"\n{len(ROUGE_PROMPTS)} held-out pair prompts, greedy answers ({MAX_NEW} new tokens, sign-on removed) vs the casual "
+          f"reference: mean [95% bootstrap CI]; BLEU = sacrebleu corpus BLEU")
+    for k in scored:
+        cands = [strip_sign_on(t) for t in EVALS[k]["gens"]]
+        r1 = np.array([rouge1_f(c, r) for c, r in zip(cands, refs)])
+        rl = np.array([rougeL_f(c, r) for c, r in zip(cands, refs)])
+        rl_met = np.array([rougeL_f(c, r) for c, r in zip(cands, refs_met)])
+        for c, r in zip(cands, refs + refs_met):
+            lib = LIB_ROUGE.score(r, c)
+            checked += [(rouge1_f(c, r), lib["rouge1"].fmeasure), (rougeL_f(c, r), lib["rougeL"].fmeasure)]
+        ROUGE[k] = dict(r1=r1, rl=rl, rl_met=rl_met)
+        print(f"  {k:11s} ROUGE-1 F {ci_text(r1)} | ROUGE-L F {ci_text(rl)} | BLEU {sacrebleu.corpus_bleu(cands, [refs]).score:5.1f}"
+              f" | ROUGE-L F vs the meteorologist reference {ci_text(rl_met)}")
+    print("paired change of ROUGE-L F vs the base (same prompts; bootstrap CI, sign-flip p):")
+    for k in scored[1:]:
+        print(f"  {k:11s} {change_text(ROUGE[k]['rl'], ROUGE['base']['rl'])}")
+checked = np.array(checked)
+print(f"\nhand-written ROUGE-1 / ROUGE-L F vs rouge-score on {len(checked)} scores: max |difference| = "
+      f"{np.abs(checked[:, 0] - checked[:, 1]).max():.1e}")
+assert np.allclose(checked[:, 0], checked[:, 1], atol=1e-12)
+
+# %% [markdown]
+# **What the overlap metrics measure, and what they miss.** The hand-written ROUGE-1 and ROUGE-L equal
+# `rouge-score` on every string scored (the maximum difference printed). The three hand-made answers
+# show the blind spot that §7.2.3 warns about: changing "warmer" to "colder" makes the answer *wrong*
+# and keeps ROUGE-L F at 0.967 and BLEU at 91.6, while a correct paraphrase scores 0.377 and 5.1.
+# Overlap measures shared words with one reference, not correctness, and not style either.
+#
+# On the models: every ROUGE and BLEU value is low (ROUGE-L F 0.148 for the base, BLEU 2.3) because
+# one reference answer is a small target for free text. The paired changes say little that the
+# format and margin did not say better: SFT at $10^{-3}$, the run that learned the casual style best,
+# did not move ROUGE-L F against the casual reference (−0.020 [−0.076, 0.032]). The two drops that are
+# there come from a failure the format rule cannot see: LoRA and QLoRA at $10^{-3}$ often write the
+# sign-on **and stop** (the generations below), so the sign-on is removed and little or nothing is left
+# to overlap — QLoRA's ROUGE-L F fell by 0.091 [−0.138, −0.045] (p = 0.010). Format compliance alone
+# would have called these runs a partial success. That is §7.2.4's point: the evaluation is part of
+# the decision — a rule for the format, a likelihood for the style, a check that the answer is still
+# there, and someone who reads the answers for correctness, which none of these numbers does.
 
 # %% nbgrader={"grade": false, "grade_id": "generations", "locked": true, "schema_version": 3, "solution": false, "task": false}
 if not SKIP_RUNS:
+    SHOW = scored
     print(f"### {BOOK_PROMPT}   (Book §7.7's reference prompt; a training prompt here, so this shows fit, not generalisation)")
-    for k in EVALS:
+    for k in SHOW:
         print(f"  [{k:11s}] {EVALS[k]['book']!r}")
-    for i, q in enumerate(GEN_PROMPTS[:6]):
-        print(f"### {q}")
-        for k in EVALS:
-            print(f"  [{k:11s}] P(casual)={EVALS[k]['style'][i]:.2f} {EVALS[k]['gens'][i]!r}")
+    for i in range(min(4, len(ROUGE_PROMPTS))):
+        print(f"### {ROUGE_PROMPTS[i]}   (held out)")
+        for k in SHOW:
+            print(f"  [{k:11s}] {EVALS[k]['gens'][i]!r}")
     fig, ax = plt.subplots(1, 3, figsize=(14, 3.4))
-    for k in ("SFT", "LoRA", "QLoRA"):
-        ax[0].plot(range(1, len(RESULTS[k]["losses"]) + 1), RESULTS[k]["losses"], marker="o", label=k)
-    ax[0].set_xlabel("training step (a different batch each step)"); ax[0].set_ylabel("response-only loss (nats/token)")
-    ax[0].set_title("Training loss, SmolLM2-135M-Instruct"); ax[0].legend()
+    for k in [k for k in ("SFT 5e-05", "SFT 1e-03", "LoRA 5e-05", "LoRA 1e-03", "QLoRA 1e-03") if k in RESULTS]:
+        ax[0].plot(range(1, len(RESULTS[k]["losses"]) + 1), RESULTS[k]["losses"], marker="o", ms=3, label=k)
+    ax[0].set_xlabel("training step (the same batches for every run)"); ax[0].set_ylabel("response-only loss (nats/token)")
+    ax[0].set_title("Training loss, SmolLM2-135M-Instruct"); ax[0].legend(fontsize=7)
     names = list(EVALS)
-    cis = np.array([bootstrap_ci(EVALS[k]["style"]) for k in names])
-    ax[1].errorbar(range(len(names)), cis[:, 0], yerr=[cis[:, 0] - cis[:, 1], cis[:, 2] - cis[:, 0]], fmt="o", capsize=4)
-    ax[1].axhline(p_met.mean(), ls="--", c="tab:blue", lw=1, label="course meteorologist answers")
-    ax[1].axhline(p_cas.mean(), ls="--", c="tab:orange", lw=1, label="course casual answers")
-    ax[1].set_xticks(range(len(names)), names, rotation=20); ax[1].set_ylim(0, 1); ax[1].legend(fontsize=7)
-    ax[1].set_ylabel("style score: mean P(casual), 95% CI"); ax[1].set_title("Style of the greedy answers (held-out prompts)")
-    m_names = [k for k in names if "margin" in EVALS[k]]
-    cis = np.array([bootstrap_ci(EVALS[k]["margin"]) for k in m_names])
-    ax[2].errorbar(range(len(m_names)), cis[:, 0], yerr=[cis[:, 0] - cis[:, 1], cis[:, 2] - cis[:, 0]], fmt="o", capsize=4)
-    ax[2].axhline(0, c="k", lw=0.8); ax[2].set_xticks(range(len(m_names)), m_names)
-    ax[2].set_ylabel("NLL(meteo.) - NLL(casual), nats/token"); ax[2].set_title("Style margin on held-out pairs, 95% CI")
+    props = np.array([EVALS[k]["format"].mean() for k in names])
+    wl = np.array([wilson(int(EVALS[k]["format"].sum()), len(EVALS[k]["format"])) for k in names])
+    ax[1].errorbar(range(len(names)), props, yerr=np.clip([props - wl[:, 0], wl[:, 1] - props], 0, None), fmt="o", capsize=3)
+    ax[1].set_xticks(range(len(names)), names, rotation=60, fontsize=7); ax[1].set_ylim(-0.05, 1.05)
+    ax[1].set_ylabel("answers starting with the sign-on"); ax[1].set_title("Format compliance, held-out prompts (Wilson 95%)")
+    for scal, mk in (("a/r", "o-"), ("a/sqrt(r)", "s--")):
+        rows_ = [row for row in SWEEP if (row["rslora"] == (scal == "a/sqrt(r)")) or row["r"] == 1]
+        ax[2].loglog([row["r"] for row in rows_], [row["adam_first"] for row in rows_], mk, label=f"AdamW, {scal}")
+        ax[2].loglog([row["r"] for row in rows_], [row["sgd_first"] for row in rows_], mk, alpha=0.5, label=f"SGD, {scal}")
+    ax[2].set_xlabel("rank r"); ax[2].set_ylabel("norm of the first update"); ax[2].legend(fontsize=7)
+    ax[2].set_title("First update vs rank (alpha = 16)")
     plt.tight_layout(); plt.show()
 
 # %% [markdown]
@@ -1273,51 +1613,72 @@ if not SKIP_RUNS:
 #
 # | Technique | What changes (book) | Cost (book) | Checked here |
 # |---|---|---|---|
-# | SFT | all the weights | very high | section 4: trainable share, training-state memory (3 × the trained weights on top), fit loss, forgetting |
-# | LoRA | a subspace | low | section 1 (the rank-1 step), section 2 (your layer = `peft`'s), section 3b (811,008 trainable on GPT-2, 0.6475 %), section 4 |
-# | QLoRA | subspace + INT4 | very low | section 1 (§7.4.9), section 3b (gradient through $Q(W)$, 4-bit codes frozen), section 4 (memory of the 4-bit layers; step time paired with LoRA) |
+# | SFT | all the weights | very high | section 4: trainable share, training-state memory (3 × the trained weights on top), fit loss, format, forgetting — at the book's learning rate and at LoRA's |
+# | LoRA | a subspace | low | section 1 (the rank-1 step), section 2 (your layer = `peft`'s), section 3b (811,008 trainable on GPT-2, 0.6475 %), section 4, section 4b (rank and scaling) |
+# | QLoRA | subspace + INT4 | very low | section 1 (§7.4.9), section 3b (gradient through $Q(W)$, 4-bit codes frozen), section 4 (memory of the 4-bit layers; its share counted two ways) |
 #
 # "Fine-tuning moderno não é escolher técnica. É decidir onde, quanto e em que precisão mexer nos
 # pesos" (Book, Síntese). **What the book gets right, and what it leaves out.** The proof of §7.4 is
 # right up to two rounded losses (1.0019 → 0.9429). Its pipeline (§7.7–§7.11) cannot show a style
 # change: the dataset has no responses, padding is trained, `get_peft_model` mutates the "base" used as
 # reference, the FP16 error is a configuration error, `prepare_model_for_kbit_training` is missing, and
-# nothing is measured. With responses, a masked loss, fresh models, held-out prompts and intervals,
-# "the style changed" becomes a claim you can check — or refute.
+# nothing is measured. With responses, a masked loss, fresh models, held-out prompts, a metric that can
+# move and intervals, "the style changed" becomes a claim you can check — or refute.
+#
+# ### What this chapter leaves out, on purpose
+# * **§7.2.2 and chapter 8's alignment** (preferences, RLHF, DPO): the course's chapter 13.
+# * **The benchmarks of §7.2.3** (MMLU-Pro, AIME, GPQA, LiveBench): a 135 M model on a 2-core CPU
+#   would score at chance, and the runs would take hours; section 4c shows the overlap metrics the
+#   section warns about instead, and a task-specific metric (the format rule) next to them.
+# * **§7.6's environment and a real GPU run of §7.7–§7.11** (GPT-2 with `Trainer`, `device_map="auto"`,
+#   `bitsandbytes` CUDA kernels): the course runs offline on CPU. Section 3b runs every step of the
+#   book's pipeline that can be checked without a download (the LoRA count on GPT-2's shapes, the FP16
+#   error, the §7.11 4-bit path on a tiny checkpoint); the CUDA branch of section 4 (`K` = 30, bf16
+#   compute) is written but not what the committed outputs show.
+# * **Full-model SFT and LoRA on every layer**: on CPU only the last `K` layers train (section 4's
+#   scope note), so memory numbers are those of the last `K` layers plus the frozen rest.
+# * **Merging and serving adapters, DoRA, other PEFT methods (prefix tuning, IA³)**: not in the book's
+#   chapter; section 2 shows the merge $W + \tfrac{\alpha}{r}BA$ only as a formula checked against `peft`.
+# * **Human evaluation and LLM-as-judge**: the honest way to score tone and correctness, out of reach
+#   offline; the chapter uses rules and likelihoods that a program can check.
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "written_q1_question", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ### Written question (2 points)
-# Using the numbers this notebook printed (the results table, the paired changes and the
-# generations): (a) what share of the parameters did LoRA train, and how does its training-state
-# memory compare with SFT's? (b) Did the style move, for which method, and is the change larger
-# than its noise (cite an interval or a p-value, for the style score and for the style margin)? Did
-# the loss on the unrelated sentences move with it (forgetting)? (c) What did the 4-bit base buy on
-# this machine, and what did it cost? Cite the values.
+# Using the numbers this notebook printed (the results table, the paired comparisons, the rank sweep
+# and section 4c): (a) what share of the parameters did LoRA train, and how does its training-state
+# memory compare with SFT's? (b) Did the format and the style move, for which runs, and is the change
+# larger than its noise (cite a Wilson interval or McNemar p-value, and a margin interval)? Compare SFT
+# and LoRA *at the same learning rate*: what can you conclude about the method, and what not? Did the
+# loss on the unrelated sentences move (forgetting)? (c) What did the 4-bit base buy on this machine,
+# and what did it cost? (d) Would ROUGE or BLEU alone have told you whether fine-tuning succeeded?
 
 # %% [markdown] nbgrader={"grade": true, "grade_id": "written_q1", "locked": false, "points": 2, "schema_version": 3, "solution": true, "task": false}
 # **Model answer** (numbers from the committed full-mode CPU run of SmolLM2-135M-Instruct — the
-# offline stand-in: the real weights after Q4_1 rounding —, `K` = 6 layers, 16 steps; your run's
+# offline stand-in: the real weights after Q4_1 rounding —, `K` = 4 layers, 12 steps; your run's
 # values may differ).
-# (a) LoRA trained 488,448 parameters, 0.362 % of the model (SFT: 21,240,576 = 15.790 %, every
-# weight of the last 6 layers). Training state: LoRA 521 MiB, barely more than the 513 MiB of fp32
-# weights; SFT 756 MiB, because gradients and two AdamW moments add three copies of the 81 MiB of
-# trained weights (trained on every layer, SFT's state would be about 4 × 513 MiB ≈ 2 GiB).
-# (b) The style moved for LoRA and QLoRA: paired change of the style score +0.088 [0.036, 0.136],
-# p = 0.004 (LoRA) and +0.121 [0.084, 0.154] (QLoRA) over 24 held-out prompts, and of the style
-# margin +0.341 [0.206, 0.480], p = 0.004 and +0.361 [0.240, 0.492], p = 0.002 over 10 held-out
-# pairs: both intervals exclude 0, so these are real shifts, not noise — though far from the
-# classifier's full scale (0.299). SFT (book's lr) did not move it: −0.023 [−0.064, 0.022], p = 0.316;
-# margin +0.026, p = 0.656, although its fit loss fell by 0.904. The generations agree ("El Niño is a
-# pretty cool thing!" from LoRA vs the base's textbook definition). Perplexity on the unrelated text
-# did not rise: 59.00 (base) → 55.01 (SFT), 51.52 (LoRA), 55.39 (QLoRA), paired loss changes
-# −0.074, −0.139, −0.076 [−0.148, 0.016]: no forgetting detectable; the cost shows in the answers
-# instead (repetitive, partly wrong content).
-# (c) The 4-bit base cut the training state from 521 MiB (LoRA) to 450 MiB: the 6 quantized layers'
-# linear weights shrink about 7× (NF4 codes plus one float32 absmax per block of 64:
-# $4 + 32/64$ bits per weight). It cost a little accuracy at the start — first-step loss 3.746 vs
-# 3.673 on the same batch, the quantization error — and a slightly higher fit loss after training
-# (2.578 vs 2.539; paired +0.039 [0.017, 0.064], p = 0.003), while the style was not worse (margin
-# +0.021, p = 0.494). Step time: 5.24 s vs 4.05 s in the committed run (ratio 1.27 [1.20, 1.35] over
-# its steps), but the ratio is not stable on this shared machine (two earlier runs measured on the
-# same CPU gave 1.00 and 1.02): no reliable cost or gain in speed here. On a 135 M model 4 bits buy little;
-# they matter when the frozen weights dominate the memory (billions of parameters on one GPU).
+# (a) LoRA trained 325,632 parameters, 0.241 % of the model (SFT: 14,160,384 = 10.527 %, every
+# weight of the last 4 layers). Training state: LoRA 518 MiB, barely more than the 513 MiB of fp32
+# weights; SFT 675 MiB, because gradients and two AdamW moments add three copies of the trained
+# weights.
+# (b) The format moved for every run at $10^{-3}$ and for none at $5\cdot10^{-5}$ (0/24): SFT 24/24
+# [0.86, 1.00], LoRA 9/24 [0.21, 0.57] (McNemar p = 0.0039), QLoRA 13/24 [0.35, 0.72] (p = 0.00024),
+# from 0/24 for the base. The style margin moved only for SFT at $10^{-3}$: +0.598 [0.391, 0.817];
+# LoRA −0.004 [−0.105, 0.102]. At the same rate SFT beat LoRA on format (15 prompts only with SFT,
+# none only with LoRA) and margin (−0.602 [−0.831, −0.389] for LoRA − SFT): with equal learning rate
+# and steps, full fine-tuning of 4 layers moved further than LoRA $r = 8$, $\alpha/r$. That is not a
+# verdict on the method — LoRA with $\alpha/\sqrt r$ reached 24/24 and a margin of 0.316 at the same
+# rate (section 4b), and only two learning rates were tried — and it refutes the old reading that SFT
+# "learns content, not tone", which compared $5\cdot10^{-5}$ with $10^{-3}$. Forgetting: none
+# detectable; the unrelated-text loss fell (SFT −0.149 [−0.214, −0.081], LoRA −0.094, QLoRA −0.055
+# [−0.136, 0.033]).
+# (c) The 4-bit base cut the training state from 518 MiB (LoRA) to 471 MiB: the 4 quantized layers'
+# linear weights shrink about 7× (NF4 codes plus one float32 absmax per block of 64). It cost a
+# little at the start (first-step loss 4.104 vs 4.044 on the same batch: the quantization error) and
+# nothing measurable after training: fit loss +0.007 [−0.012, 0.026], format 13/24 vs 9/24 (McNemar
+# p = 0.12; only a large difference could have shown with 24 prompts). No speed difference is
+# claimed on this shared CPU. On a 135 M model 4 bits buy little; they matter when the frozen weights
+# dominate the memory.
+# (d) No. A one-word change that makes an answer wrong keeps ROUGE-L F at 0.967, a correct
+# paraphrase gets 0.377; the run that learned the style best (SFT at $10^{-3}$) did not move ROUGE-L F
+# (−0.020 [−0.076, 0.032]), and the one clear ROUGE drop (QLoRA, −0.091 [−0.138, −0.045]) comes
+# from answers that stop after the sign-on, a failure the format rule alone would have missed.

@@ -22,8 +22,8 @@
 #
 # plus one written question (3 pts) that asks for evidence from this notebook's outputs.
 #
-# Models: a tiny random Llama (for the exact comparison with TRL) and
-# `HuggingFaceTB/SmolLM2-135M-Instruct` (the DPO run and the judge).
+# Models: a tiny random Llama (for the exact comparisons with TRL's DPO and GRPO losses) and
+# `HuggingFaceTB/SmolLM2-135M-Instruct` (the DPO run, a GRPO run with an exact reward, and the judge).
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # Setup: on Colab this installs the course; locally `make lab` already did.
@@ -529,16 +529,18 @@ if not AUTOGRADING:
 # print, from which any 2-step run "rises to 100 %". The main measurement uses the held-out pairs
 # with **unseen** rejected answers (Section 1); the familiar-template ones are shown for comparison.
 # Uncertainty: 12 pairs is few, so every mean comes with a 95 % interval (a t-interval over pairs for
-# margins, Wilson's interval for the accuracy) and the margins' quantiles are printed, before and
-# after.
+# margins, Wilson's interval for the accuracy after training) and the margins' quantiles are printed,
+# before and after. The accuracy *before* gets no interval: its 0.5 is 12 ties by construction
+# (policy = reference), not a sample of right and wrong verdicts, so there is no sampling noise to
+# describe; the table prints it as "0.500 (12 ties)".
 # To fit 2 CPU cores (≤ 5 min, ≤ 4 GiB) only the last `TRAIN_LAYERS` = 10 of the 30 decoder layers
 # are updated; the embeddings (tied to the LM head) and the first 20 layers stay frozen. That cuts
 # the backward pass and AdamW's two moments to a third; on a GPU you would train every layer.
-# Under autograding this section is skipped (no graded test uses it). CI mode runs 2 steps, which only
+# Under autograding this section is skipped (no graded test uses it). CI mode runs 1 step, which only
 # proves the code runs; full mode runs `N_STEPS` = 10.
 
 # %% nbgrader={"grade": false, "grade_id": "dpo_run", "locked": true, "schema_version": 3, "solution": false, "task": false}
-N_STEPS = 0 if AUTOGRADING else (2 if CI_MODE else 10)     # CI mode: 2 steps (a smoke run); full mode: 10
+N_STEPS = 0 if AUTOGRADING else (1 if CI_MODE else 10)     # CI mode: 1 step (a smoke run); full mode: 10
 TRAIN_LAYERS = 10                                            # the last 10 of 30 decoder layers are trained
 LR = 1e-5
 if not AUTOGRADING:
@@ -594,7 +596,7 @@ if N_STEPS:
     print(f"{N_STEPS} DPO steps (batch 4, beta 0.1, lr {LR:g}), model SmolLM2-135M-Instruct; "
           f"train loss at the last step {log[-1]['loss']:.3f}")
     if CI_MODE:
-        print("CI mode: a 2-step smoke run, too short to mean anything; full mode trains 10 steps")
+        print("CI mode: a 1-step smoke run, too short to mean anything; full mode trains 10 steps")
     for k in ("unseen", "familiar"):
         b, a = before[k], after[k]
         print(f"\n12 held-out pairs, {k} rejected answers; mean [95 % interval]")
@@ -602,9 +604,12 @@ if N_STEPS:
         for key in ("logp chosen", "logp rejected", "margin"):
             print(f"{key:24s} {fmt_mean(b[key]):>24s} {fmt_mean(a[key]):>24s}")
         acc = [pref_accuracy(d["margin"]) for d in (b, a)]
-        cis = [wilson(p * len(b["margin"]), len(b["margin"])) for p in acc]
-        print(f"{'accuracy (ties = 1/2)':24s} " + " ".join(f"{f'{p:.3f} [{lo:.3f}, {hi:.3f}]':>24s}"
-                                                         for p, (lo, hi) in zip(acc, cis)))
+        n_ties = [int((d["margin"] == 0).sum()) for d in (b, a)]
+        # a Wilson interval describes sampling noise of a count; with ties (margin exactly 0, e.g. the policy
+        # *is* the reference) the 0.5 is set by construction, not sampled: no interval then
+        shown = [f"{p:.3f} ({t} ties)" if t else "{:.3f} [{:.3f}, {:.3f}]".format(p, *wilson(p * len(d["margin"]), len(d["margin"])))
+                 for p, t, d in zip(acc, n_ties, (b, a))]
+        print(f"{'accuracy (ties = 1/2)':24s} " + " ".join(f"{x:>24s}" for x in shown))
         print(f"{'DPO loss':24s} {b['loss']:24.3f} {a['loss']:24.3f}")
         for tag, d in (("before", b), ("after", a)):
             q = np.quantile(d["margin"], [0, 0.25, 0.5, 0.75, 1])
@@ -661,7 +666,7 @@ ANSWER_KEY = [r"green", r"shakespeare", r"60|sixty", r"portuguese", r"\b0\b|zero
               r"water", r"seven|\b7\b", r"everest", r"kitten", r"\bsix\b|\b6\b"]   # the 12 held-out questions in order
 assert len(ANSWER_KEY) == len(HELDOUT_PAIRS)
 MAX_NEW = 16 if CI_MODE else 48
-LEN_PROMPTS = [p["prompt"] for p in (HELDOUT_PAIRS[:4] if CI_MODE else HELDOUT_PAIRS + TRAIN_PAIRS[:12])]
+LEN_PROMPTS = [p["prompt"] for p in (HELDOUT_PAIRS[:2] if CI_MODE else HELDOUT_PAIRS + TRAIN_PAIRS[:12])]
 
 
 def distinct_n(text, n):
@@ -703,7 +708,7 @@ if N_STEPS:
         for q, a0, a1 in list(zip(LEN_PROMPTS, gens["reference"], gens["after DPO"]))[:3]:
             print(f"\nQ: {q}\n  reference: {a0}\n  after DPO: {a1}")
     else:
-        print("CI mode: 4 prompts, 16 tokens (a smoke run); full mode measures 24 prompts and the answer key")
+        print("CI mode: 2 prompts, 16 tokens (a smoke run); full mode measures 24 prompts and the answer key")
 
 # %% [markdown]
 # **Observe.** (Numbers from the full-mode run of the offline stand-in, SmolLM2-135M-Instruct with
@@ -896,7 +901,7 @@ def train_bandit(baseline, steps=200, lr=0.5, seed=0):
         p_best.append(torch.softmax(theta, -1)[0].item())
     return np.array(p_best)
 
-seeds = range(10 if CI_MODE else 30)
+seeds = range(10 if CI_MODE else 200)     # CI mode: 10 seeds (a smoke run); full mode: 200
 runs = {name: np.stack([train_bandit(bl, seed=s) for s in tqdm(seeds, desc=name)]) for name, bl in
         [("no baseline", False), ("with baseline", True)]}
 fig, ax = plt.subplots(figsize=(6, 3))
@@ -905,25 +910,43 @@ for name, r in runs.items():
     ax.fill_between(range(r.shape[1]), np.percentile(r, 10, 0), np.percentile(r, 90, 0), alpha=0.2)
 ax.set(xlabel="REINFORCE step (1 sample each, lr 0.5)", ylabel="π(best arm)", title="Bandit: concentration on the best arm")
 ax.legend(); plt.tight_layout(); plt.show()
-print(f"π(best), mean [95 % t-interval] over {len(seeds)} seeds")
+from course_utils.stats import diff_ci
+print(f"π(best), mean [95 % t-interval] over {len(seeds)} seeds (the same seeds for both)")
 for name, r in runs.items():
-    print(f"{name:14s}: after 50 steps {fmt_mean(r[:, 49], 2)}, after 200 steps {fmt_mean(r[:, -1], 2)}, "
-          f"seeds ending on a worse arm (π(best) < 0.5 at step 200): {int((r[:, -1] < 0.5).sum())}")
+    worse = int((r[:, -1] < 0.5).sum())
+    lo, hi = wilson(worse, len(seeds))
+    print(f"{name:14s}: after 50 steps {fmt_mean(r[:, 49], 3)} (sd over seeds {r[:, 49].std(ddof=1):.3f}), "
+          f"after 200 steps {fmt_mean(r[:, -1], 3)}; ending on a worse arm (π(best) < 0.5 at step 200): "
+          f"{worse}/{len(seeds)} = {worse / len(seeds):.3f} [Wilson {lo:.3f}, {hi:.3f}]")
 for step in (50, 200):
+    d = diff_ci(runs["with baseline"][:, step - 1], runs["no baseline"][:, step - 1])
     welch = stats.ttest_ind(runs["with baseline"][:, step - 1], runs["no baseline"][:, step - 1], equal_var=False)
-    print(f"with minus without baseline after {step} steps: "
-          f"{runs['with baseline'][:, step - 1].mean() - runs['no baseline'][:, step - 1].mean():+.2f} "
-          f"(Welch t-test p = {welch.pvalue:.2g})")
+    spread = stats.levene(runs["with baseline"][:, step - 1], runs["no baseline"][:, step - 1])
+    print(f"with minus without baseline after {step} steps: {d.estimate:+.3f} [{d.low:+.3f}, {d.high:+.3f}] "
+          f"(Welch t-test p = {welch.pvalue:.2g}); equal spread over seeds, Brown-Forsythe p = {spread.pvalue:.2g}")
+worse = {name: (r[:, -1] < 0.5).astype(float) for name, r in runs.items()}
+if any(w.any() for w in worse.values()):
+    worse_d = diff_ci(worse["no baseline"], worse["with baseline"])
+    fisher = stats.fisher_exact([[int(w.sum()), len(w) - int(w.sum())] for w in worse.values()])
+    print(f"share ending on a worse arm, without minus with baseline: {worse_d.estimate:+.3f} "
+          f"[{worse_d.low:+.3f}, {worse_d.high:+.3f}] (Welch interval on the 0/1 outcomes), "
+          f"Fisher exact p = {fisher.pvalue:.2g}")
+else:
+    print(f"no seed of {len(seeds)} ended on a worse arm, with or without baseline")
 
 
 
 # %% [markdown]
-# With one sample per step (full mode, 30 seeds), the baseline makes the runs more alike: π(best)
-# after 50 steps is 0.94 [0.92, 0.95] with it and 0.90 [0.84, 0.97] without. The difference of the
-# means, +0.03, is not significant at 30 seeds (Welch p = 0.35); what differs is the spread — without
-# a baseline 1 of the 30 seeds ended on a worse arm (π(best) < 0.5 after 200 steps), with it none.
-# Both runs end concentrated on one arm — the "collapse" of Book §8.5.3 is just what maximising
-# expected reward does in a small action space with no entropy or KL term.
+# With one sample per step (full mode, 200 seeds, the same seeds with and without the baseline),
+# the baseline makes learning faster and the runs more alike: π(best) after 50 steps is 0.935
+# [0.928, 0.942] with it and 0.871 [0.840, 0.903] without, a difference of +0.063 [+0.031, +0.096]
+# (Welch p = 0.00016), and the spread over seeds shrinks from an sd of 0.228 to 0.050 (Brown–Forsythe
+# test of equal spread, p = 0.00014). Without a baseline 5 of 200 seeds ended on a worse arm
+# (0.025, Wilson [0.011, 0.057]), with it none ([0.000, 0.019]); the difference of the two rates,
+# +0.025 [+0.003, +0.047] (Welch interval on the 0/1 outcomes), is borderline (Fisher's exact test
+# p = 0.061). Such failures are rare: a few dozen seeds cannot measure their rate, 200 measure it
+# roughly. Both variants end concentrated on one arm — the "collapse" of Book §8.5.3 is just what
+# maximising expected reward does in a small action space with no entropy or KL term.
 #
 # ### GRPO: the group is the baseline (Book §8.3.3)
 #
@@ -1002,6 +1025,230 @@ del _g, _r, _A, _bad, _r4
 ### END HIDDEN TESTS
 
 # %% [markdown]
+# ### GRPO, trained: an exact format reward on SmolLM2-135M-Instruct (Book §8.3.3)
+#
+# The advantage alone is not GRPO. Here we run it: for each prompt, sample a **group** of
+# `GRPO_G` = 8 completions of `GRPO_LEN` = 3 tokens from the current policy (temperature 1, no top-k
+# or top-p), score them with an **exact** reward, turn the rewards into `group_advantages` (Exercise
+# 3), and take one gradient step on TRL's GRPO loss (`loss_type="grpo"`, $\beta = 0$, one update per
+# batch, so the clipped ratio is exactly 1 and the loss reduces to
+# $-\frac{1}{|\mathcal B|}\sum_i \frac{1}{|y_i|}\sum_t A_i \log\pi_\theta(y_{i,t}\mid x, y_{i,<t})$
+# in its gradient).
+#
+# **Task and reward.** A format rule the model follows only sometimes: *the answer starts with the
+# token* `The` (token id printed below); reward 1 if the first completion token is `The`, else 0.
+# The reward is exact (no judge, no reward model), and its expected value on a prompt is the
+# policy's probability of `The` as the first token, $\pi_\theta(\texttt{The}\mid x)$, which one forward
+# pass gives **exactly**: the held-out measurement below has no sampling noise, only the spread over
+# prompts. Training prompts: the 36 training questions of Section 1 (`GRPO_P` = 4 per step);
+# held-out: the 12 held-out questions, never sampled in training.
+#
+# **Compared, one factor at a time, same seeds**: the GRPO advantage (group mean as baseline, scaled
+# by the group's std) against **no baseline** ($A_i = r_i$, plain REINFORCE on the 0/1 reward), same
+# prompts order, same sampling generator, same AdamW learning rate `GRPO_LR`, the last 10 layers
+# trained as in Section 4. Full mode: `GRPO_STEPS` = 15 steps and 2 training seeds per variant; CI
+# mode: 1 step, 1 seed (a smoke run).
+#
+# **Checked against TRL first.** For speed each prompt runs once and its key/value cache is shared
+# by the group's completions; on the tiny random Llama of Section 3 we check that these per-token
+# log-probs equal a full forward pass, and that the gradient of our loss equals the gradient of
+# `GRPOTrainer.compute_loss` on the same batch (same prompt, completions, mask and advantages).
+
+# %% nbgrader={"grade": false, "grade_id": "grpo_setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
+GRPO_G, GRPO_LEN, GRPO_P, GRPO_LR, GRPO_LAYERS = 8, 3, 4, 2e-5, 10
+GRPO_STEPS = 0 if AUTOGRADING else (1 if CI_MODE else 15)   # CI mode: 1 step (a smoke run); full mode: 15
+GRPO_SEEDS = [0] if CI_MODE else [0, 1]
+GRPO_HELDOUT = 3 if CI_MODE else 12                      # CI mode: 3 held-out prompts; full mode: all 12
+
+
+def group_token_logprobs(model, prompt_ids, completions):
+    """Per-token log-probs (G, C) of G completions (G, C) of one prompt (1, L); the prompt runs once and its
+    key/value cache is shared by the G completions (no padding: one prompt per call)."""
+    out = model(prompt_ids, use_cache=True)
+    first = torch.log_softmax(out.logits[:, -1].float(), -1).expand(completions.shape[0], -1)[:, None]
+    cache = out.past_key_values
+    cache.batch_repeat_interleave(completions.shape[0])
+    rest = torch.log_softmax(model(completions[:, :-1], past_key_values=cache).logits.float(), -1)
+    return torch.cat([first, rest], 1).gather(-1, completions[..., None]).squeeze(-1)
+
+
+def sample_group(model, prompt_ids, G, C, gen):
+    """G completions of C tokens sampled at temperature 1; mask = 1 up to and including the first EOS (as TRL)."""
+    with torch.no_grad():
+        out = model(prompt_ids, use_cache=True)
+        cache = out.past_key_values
+        cache.batch_repeat_interleave(G)
+        logits, toks = out.logits[:, -1].float().expand(G, -1), []
+        for t in range(C):
+            toks.append(torch.multinomial(torch.softmax(logits, -1), 1, generator=gen))
+            if t < C - 1:
+                logits = model(toks[-1], past_key_values=cache, use_cache=True).logits[:, -1].float()
+    completions = torch.cat(toks, 1)
+    is_eos = completions == tok.eos_token_id
+    return completions, ((is_eos.cumsum(1) - is_eos.long()) == 0).float()
+
+
+def grpo_loss(token_logps, advantages, mask):
+    """TRL's loss_type="grpo" with beta 0 and one update per batch (old log-probs = current ones, detached):
+    mean over completions of the mean over their tokens of -exp(logp - logp.detach()) * A."""
+    per_token = -torch.exp(token_logps - token_logps.detach()) * advantages[:, None]
+    return ((per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()
+
+
+if not AUTOGRADING:
+    with contextlib.redirect_stderr(io.StringIO()):
+        from trl import GRPOConfig, GRPOTrainer
+    TARGET_ID = tok.encode("The", add_special_tokens=False)[0]
+    # the check: one group of 4 completions of 3 tokens on the tiny random Llama, one of them ending early
+    _ids = tok(chat_prompt(TRAIN_PAIRS[0]["prompt"]), return_tensors="pt", add_special_tokens=False).input_ids
+    _comp = torch.randint(0, len(tok), (4, GRPO_LEN), generator=torch.Generator().manual_seed(1))
+    _comp[1, 1] = tok.eos_token_id
+    _is_eos = _comp == tok.eos_token_id
+    _mask = ((_is_eos.cumsum(1) - _is_eos.long()) == 0).float()
+    _adv = group_advantages(torch.tensor([[1.0, 0.0, 0.0, 1.0]]))[0]
+    with torch.random.fork_rng():                # a fresh tiny random Llama (Section 3's config), not patched by TRL
+        torch.manual_seed(0)
+        _ours_model = LlamaForCausalLM(tiny_cfg).eval()
+    _trl_model = copy.deepcopy(_ours_model)
+    with torch.no_grad():
+        _shared = group_token_logprobs(_ours_model, _ids, _comp)
+        _full = torch.log_softmax(_ours_model(torch.cat([_ids.expand(4, -1), _comp], 1)).logits[:, -GRPO_LEN - 1:-1].float(),
+                                  -1).gather(-1, _comp[..., None]).squeeze(-1)
+    grpo_loss(group_token_logprobs(_ours_model, _ids, _comp), _adv, _mask).backward()
+    _args = GRPOConfig(output_dir=str(course_utils.paths.cache_dir() / "grpo_runs"), use_cpu=True, bf16=False,
+                       report_to="none", loss_type="grpo", beta=0.0, num_generations=4, per_device_train_batch_size=4,
+                       max_completion_length=GRPO_LEN, disable_tqdm=True, save_strategy="no")
+    with contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _trainer = GRPOTrainer(model=_trl_model, reward_funcs=lambda completions, **kw: [0.0] * len(completions),
+                               args=_args, train_dataset=datasets.Dataset.from_list([{"prompt": "x"}] * 4),
+                               processing_class=tok)
+        _trainer.model.eval()
+        _trainer.compute_loss(_trainer.model, {"prompt_ids": _ids.expand(4, -1), "prompt_mask": torch.ones(4, _ids.shape[1], dtype=torch.long),
+                                               "completion_ids": _comp, "completion_mask": _mask.long(), "advantages": _adv,
+                                               "num_items_in_batch": _mask.sum()}).backward()
+    _g_ours = torch.cat([p.grad.flatten() for p in _ours_model.parameters() if p.grad is not None])
+    _g_trl = torch.cat([p.grad.flatten() for p in _trainer.model.parameters() if p.grad is not None])
+    print(f"reward token: {tok.decode([TARGET_ID])!r} (id {TARGET_ID})")
+    print(f"tiny Llama, 4 completions of {GRPO_LEN} tokens: shared-cache vs full-forward log-probs, max |diff| "
+          f"{(_shared - _full).abs().max().item():.1e}")
+    print(f"gradient of our GRPO loss vs TRL GRPOTrainer.compute_loss: max |diff| {(_g_ours - _g_trl).abs().max().item():.1e} "
+          f"(gradient norm {_g_trl.norm().item():.3f})")
+    course_utils.grading.check_close("shared-cache log-probs vs a full forward", _shared, _full, atol=1e-4)
+    course_utils.grading.check_close("our GRPO gradient vs TRL's", _g_ours, _g_trl, atol=1e-5)
+    del _trainer, _ours_model, _trl_model, _args, _ids, _comp, _is_eos, _mask, _adv, _shared, _full, _g_ours, _g_trl
+
+# %% nbgrader={"grade": false, "grade_id": "grpo_run", "locked": true, "schema_version": 3, "solution": false, "task": false}
+def first_token_prob(model, questions):
+    """Exact expected reward of each prompt: pi(first completion token = TARGET_ID | prompt)."""
+    with torch.no_grad():
+        return np.array([torch.softmax(model(tok(chat_prompt(q), return_tensors="pt", add_special_tokens=False)
+                                             .input_ids).logits[0, -1].float(), -1)[TARGET_ID].item() for q in questions])
+
+
+def unpatched_copy(model):
+    """A deepcopy that runs its own weights. TRL's trainers replace `model.forward` (add_fused_lm_head) by a closure
+    that calls the forward of the *original* object: a plain deepcopy of a model passed to DPOTrainer would
+    still compute with the original's (frozen) weights. Dropping the instance attribute restores the class's forward."""
+    clone = copy.deepcopy(model)
+    clone.__dict__.pop("forward", None)
+    return clone
+
+
+def train_grpo(baseline, seed):
+    """GRPO_STEPS steps from the frozen reference; returns (held-out expected rewards, mean sampled reward per step)."""
+    model = unpatched_copy(ref_model)
+    n_layers = model.config.num_hidden_layers
+    for name, p in model.named_parameters():
+        p.requires_grad_(any(f"layers.{i}." in name for i in range(n_layers - GRPO_LAYERS, n_layers)))
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=GRPO_LR, weight_decay=0.0)
+    rng, gen, curve = np.random.default_rng(seed), torch.Generator().manual_seed(seed), []
+    for _ in range(GRPO_STEPS):
+        opt.zero_grad()
+        rewards = []
+        for i in rng.choice(len(TRAIN_PAIRS), GRPO_P, replace=False):
+            ids = tok(chat_prompt(TRAIN_PAIRS[i]["prompt"]), return_tensors="pt", add_special_tokens=False).input_ids
+            completions, mask = sample_group(model, ids, GRPO_G, GRPO_LEN, gen)
+            r = (completions[:, 0] == TARGET_ID).float()
+            adv = group_advantages(r[None])[0] if baseline else r
+            (grpo_loss(group_token_logprobs(model, ids, completions), adv, mask) / GRPO_P).backward()
+            rewards.append(r.mean().item())
+        opt.step()
+        curve.append(float(np.mean(rewards)))
+    held = first_token_prob(model, HELDOUT_QUESTIONS)
+    del model, opt
+    return held, np.array(curve)
+
+
+if GRPO_STEPS:
+    from course_utils.stats import paired_t
+    HELDOUT_QUESTIONS = [p["prompt"] for p in HELDOUT_PAIRS[:GRPO_HELDOUT]]
+    grpo_before = first_token_prob(ref_model, HELDOUT_QUESTIONS)
+    grpo_runs = {name: [train_grpo(bl, s) for s in tqdm(GRPO_SEEDS, desc=name)]
+                 for name, bl in [("group baseline (GRPO)", True), ("no baseline", False)]}
+    print(f"GRPO on SmolLM2-135M-Instruct: {GRPO_STEPS} steps x {GRPO_P} prompts x {GRPO_G} completions of {GRPO_LEN} "
+          f"tokens, lr {GRPO_LR:g}, seeds {GRPO_SEEDS}; reward = first token is {tok.decode([TARGET_ID])!r}")
+    if CI_MODE:
+        print("CI mode: 1 step, 1 seed, 3 held-out prompts (a smoke run); full mode trains 15 steps, 2 seeds, 12 prompts")
+    print(f"held-out expected reward pi(The | prompt), {GRPO_HELDOUT} prompts, mean [95 % t-interval over prompts]:")
+    print(f"  before (the reference)       : {fmt_mean(grpo_before)}")
+    grpo_after = {}
+    for name, runs_ in grpo_runs.items():
+        grpo_after[name] = np.mean([h for h, _ in runs_], axis=0)        # per prompt, averaged over the seeds
+        pt = paired_t(grpo_after[name], grpo_before)
+        print(f"  after, {name:22s}: {fmt_mean(grpo_after[name])}   after - before {pt.diff:+.3f} "
+              f"[{pt.low:+.3f}, {pt.high:+.3f}] (paired t over prompts, p = {pt.pvalue:.2g}); per seed "
+              + ", ".join(f"{h.mean():.3f}" for h, _ in runs_))
+    pt = paired_t(grpo_after["group baseline (GRPO)"], grpo_after["no baseline"])
+    print(f"group baseline minus no baseline, after training: {pt.diff:+.3f} [{pt.low:+.3f}, {pt.high:+.3f}] "
+          f"(paired t over the {GRPO_HELDOUT} prompts, p = {pt.pvalue:.2g})")
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3))
+    for name, runs_ in grpo_runs.items():
+        curves = np.stack([c for _, c in runs_])
+        axes[0].plot(range(1, GRPO_STEPS + 1), curves.mean(0), marker="o", label=name)
+    axes[0].set(xlabel="GRPO step", ylabel="mean sampled reward (train batch)", title="Reward during training", ylim=(0, 1))
+    axes[0].legend()
+    x = np.arange(len(HELDOUT_QUESTIONS))
+    axes[1].scatter(x, grpo_before, s=14, label="before", c="gray")
+    for k, (name, after_) in enumerate(grpo_after.items()):
+        axes[1].scatter(x + 0.15 * (k + 1), after_, s=14, label=f"after, {name}")
+    axes[1].set(xlabel="held-out prompt", ylabel="pi(The | prompt)", title="Held-out expected reward", ylim=(0, 1))
+    axes[1].legend(fontsize=7)
+    plt.tight_layout(); plt.show()
+else:
+    print("GRPO run skipped under autograding; run the notebook in full mode to see it")
+
+
+# %% [markdown]
+# **Observe.** (Full mode; the policy is the offline stand-in SmolLM2-135M-Instruct.) The checks
+# first: on the tiny Llama, the shared-cache log-probs equal a full forward pass (max |diff|
+# `0.0e+00`) and the gradient of our loss equals that of TRL's `GRPOTrainer.compute_loss` to `3.0e-07`
+# (gradient norm 2.363). Then the run. The exact held-out expected reward
+# $\pi(\texttt{The}\mid x)$ goes from 0.403 [0.199, 0.607] (the reference) to 0.860 [0.772, 0.949]
+# with the group baseline: a paired rise of +0.457 [+0.315, +0.600] over the 12 held-out prompts
+# (paired t, `p = 2.1e-05`), on prompts GRPO never sampled — it learned the format, not the prompts.
+# The sampled training reward (left) climbs over the 15 steps, noisily (4 prompts a step), and the two
+# variants' curves nearly coincide: they share the prompts and the sampler's stream (same seeds), and
+# their updates point almost the same way.
+#
+# **The baseline, here, barely matters.** Without a baseline the rise is +0.442 [+0.306, +0.579]; the
+# group baseline ends higher by +0.015 [+0.003, +0.026] (paired t over prompts, p = 0.015), but
+# that interval treats the prompts as the only noise: the two training seeds give 0.876 and 0.845
+# with the baseline and 0.866 and 0.825 without, so the seed-to-seed difference is larger than the
+# effect, and two seeds cannot measure it. Why so small? With a 0/1 reward, no baseline means
+# $A_i = r_i \ge 0$: failures get no push down, but successes still get pushed up, and AdamW
+# rescales the gradient, so the scale of $A$ hardly matters. The bandit above shows where a baseline
+# pays: noisy rewards and single samples. The reward, finally, is exactly what was reinforced —
+# the answers now *start* with "The", whatever follows; GRPO optimises the reward it is given, not
+# the intent behind it (Book §8.5.3).
+#
+# **A pitfall met on the way.** `DPOTrainer` (and `GRPOTrainer`) replace the `forward` of the models
+# they receive (TRL's `add_fused_lm_head`) with a closure that calls the *original object's*
+# forward. A `copy.deepcopy` of such a model still computes with the original's weights — the copy
+# would never learn. `unpatched_copy` drops the patched attribute; the tiny check above uses a
+# fresh model for the same reason.
+
+# %% [markdown]
 # ## 6. Evaluation: benchmarks, fluency vs factuality, LLM-as-a-judge (Book §8.4, §8.5.4)
 #
 # **Why evaluation became hard** (Book §8.4.1). Benchmarks saturate, so harder ones replace them:
@@ -1020,7 +1267,7 @@ del _g, _r, _A, _bad, _r4
 # untouched by DPO) as a judge: the prompt asks "Which answer is better, A or B?" and we read the
 # next-token logits restricted to the two labels, $P(A) = e^{z_A}/(e^{z_A} + e^{z_B})$ — a continuous
 # score instead of a hard verdict, so a bias is a measured quantity with an interval. For each of
-# the first 24 pairs (full mode; 4 in CI mode):
+# the first 24 pairs (full mode; 3 in CI mode):
 #
 # * **quality**: the good (chosen) answer against the evasive (rejected) one, in both orders.
 #   $P(\text{good}\mid\text{good first}) = P(A)$ in order (good, bad), $P(\text{good}\mid\text{good second}) = 1 - P(A)$
@@ -1039,13 +1286,14 @@ JUDGE_TEMPLATE = ("Question: {q}\n\nAnswer A: {a}\n\nAnswer B: {b}\n\n"
                   "Which answer is better, A or B? Reply with one letter.")
 FILLER = (" In addition, it is worth noting that this is a well-known fact that many people find interesting and useful to remember.")
 
-def judge_prob_a(judge, items, batch_size=8):
-    """For (question, answer A, answer B) items: P(A) / (P(A) + P(B)) of the judge's next token, and P(A) + P(B)."""
-    id_a, id_b = tok.encode("A", add_special_tokens=False)[0], tok.encode("B", add_special_tokens=False)[0]
+def judge_prob_a(judge, items, batch_size=8, template=JUDGE_TEMPLATE, labels=("A", "B")):
+    """For (question, answer A, answer B) items: P(A) / (P(A) + P(B)) of the judge's next token, and P(A) + P(B)
+    (A and B: the two `labels`, one token each)."""
+    id_a, id_b = (tok.encode(label, add_special_tokens=False)[0] for label in labels)
     p_a, mass = [], []
     old_side, tok.padding_side = tok.padding_side, "left"
     for i in range(0, len(items), batch_size):
-        texts = [chat_prompt(JUDGE_TEMPLATE.format(q=q, a=a, b=b)) for q, a, b in items[i:i + batch_size]]
+        texts = [chat_prompt(template.format(q=q, a=a, b=b)) for q, a, b in items[i:i + batch_size]]
         enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
         with torch.no_grad():
             logp = torch.log_softmax(judge(**enc).logits[:, -1].float(), -1)
@@ -1054,7 +1302,7 @@ def judge_prob_a(judge, items, batch_size=8):
     tok.padding_side = old_side
     return torch.cat(p_a).numpy(), torch.cat(mass).numpy()
 
-N_JUDGE = 0 if AUTOGRADING else (4 if CI_MODE else 24)    # CI mode: 4 pairs (a smoke run); full mode: 24
+N_JUDGE = 0 if AUTOGRADING else (3 if CI_MODE else 24)    # CI mode: 3 pairs (a smoke run); full mode: 24
 if N_JUDGE:
     jp = PAIRS[:N_JUDGE]
     pa_good_first, mass1 = judge_prob_a(ref_model, [(p["prompt"], p["chosen"], p["rejected"]) for p in jp])
@@ -1067,7 +1315,7 @@ if N_JUDGE:
     verbosity = (pa_pad_first + (1 - pa_pad_second)) / 2 - 0.5    # order-averaged preference for the padded copy
     print(f"judge = SmolLM2-135M-Instruct, {N_JUDGE} pairs, both orders; mean [95 % t-interval] over pairs")
     if CI_MODE:
-        print("CI mode: 4 pairs only (a smoke run); full mode judges 24")
+        print("CI mode: 3 pairs only (a smoke run); full mode judges 24")
     print(f"P(A)+P(B) of the whole next-token distribution : {fmt_mean(np.concatenate([mass1, mass2]))}")
     print(f"P('A') over all {4 * N_JUDGE} prompts                      : "
           f"{fmt_mean(np.concatenate([pa_good_first, pa_good_second, pa_pad_first, pa_pad_second]))}")
@@ -1108,6 +1356,72 @@ else:
 # orders removes the position effect but leaves nothing to measure; this judge cannot compare two
 # models (Book §8.5.4: "if a metric changes a lot with small prompt changes, it is a weak signal").
 # The answer key of Section 4 is the kind of verifiable check Book §8.4.4 recommends instead.
+
+# %% [markdown]
+# ### Does the judge know the answer? Agreement with an answer key, three prompt wordings (Book §8.5.4)
+#
+# The pairs above have a better answer by design, but "better" is ours. Here the better answer is
+# **verifiable**: `N_KEY` arithmetic questions ("What is 23 + 48?", two-digit numbers drawn with a
+# seed), one correct answer and one wrong by ±1 or ±10 (same form, same length). Each pair is judged
+# in **both orders**, under the original template and **two variations** of it (Book §8.5.4: "if a
+# metric changes a lot with small prompt changes, it is a weak signal"): a reworded question
+# ("One of these answers is correct … Which one is correct?") and the original with labels `1`/`2`
+# instead of `A`/`B`. A verdict is the label with the larger probability. Per wording we count
+# (Wilson 95 % intervals): **accuracy** over the $2N$ verdicts (an always-"first" judge scores exactly
+# 0.5 here, since the correct answer is first in half of them), **right in both orders** over the
+# $N$ pairs (an always-first judge scores 0), and the share of verdicts that pick the **first** slot.
+
+# %% nbgrader={"grade": false, "grade_id": "judge_key", "locked": true, "schema_version": 3, "solution": false, "task": false}
+N_KEY = 0 if AUTOGRADING else (2 if CI_MODE else 24)      # CI mode: 2 pairs (a smoke run); full mode: 24
+_rng = np.random.default_rng(13)
+KEY_PAIRS = []                                             # (question, correct answer, wrong answer)
+for _ in range(N_KEY):
+    a, b = (int(x) for x in _rng.integers(11, 60, size=2))
+    wrong = a + b + int(_rng.choice([-10, -1, 1, 10]))
+    KEY_PAIRS.append((f"What is {a} + {b}?", f"{a} + {b} = {a + b}.", f"{a} + {b} = {wrong}."))
+JUDGE_VARIANTS = {
+    "original ('better', A/B)": (JUDGE_TEMPLATE, ("A", "B")),
+    "reworded ('correct', A/B)": ("Question: {q}\n\nAnswer A: {a}\n\nAnswer B: {b}\n\nOne of these answers is correct "
+                                  "and the other is wrong. Which one is correct? Reply with A or B.", ("A", "B")),
+    "labels 1/2 ('better')": ("Question: {q}\n\nAnswer 1: {a}\n\nAnswer 2: {b}\n\n"
+                              "Which answer is better, 1 or 2? Reply with one digit.", ("1", "2")),
+}
+if N_KEY:
+    print(f"judge = SmolLM2-135M-Instruct, {N_KEY} arithmetic pairs with an answer key, both orders; "
+          f"Wilson 95 % intervals")
+    if CI_MODE:
+        print("CI mode: 2 pairs only (a smoke run); full mode judges 24")
+    print(f"example: {KEY_PAIRS[0]}")
+    print(f"{'wording':28s} {'accuracy (of ' + str(2 * N_KEY) + ')':>26s} {'right in both orders':>24s} "
+          f"{'picks first slot':>24s} {'P(correct) - 0.5, soft':>24s}")
+    key_results = {}
+    for name, (template, labels) in JUDGE_VARIANTS.items():
+        p1_right_first, _ = judge_prob_a(ref_model, [(q, r, w) for q, r, w in KEY_PAIRS], template=template, labels=labels)
+        p1_right_second, _ = judge_prob_a(ref_model, [(q, w, r) for q, r, w in KEY_PAIRS], template=template, labels=labels)
+        right = np.concatenate([p1_right_first > 0.5, p1_right_second < 0.5])
+        both = (p1_right_first > 0.5) & (p1_right_second < 0.5)
+        first = int((p1_right_first > 0.5).sum() + (p1_right_second > 0.5).sum())
+        soft = (p1_right_first + (1 - p1_right_second)) / 2 - 0.5
+        key_results[name] = (int(right.sum()), int(both.sum()), first)
+        cells = [(int(right.sum()), 2 * N_KEY), (int(both.sum()), N_KEY), (first, 2 * N_KEY)]
+        print(f"{name:28s} " + " ".join(f"{f'{k}/{n} = {k / n:.3f} [{wilson(k, n)[0]:.3f}, {wilson(k, n)[1]:.3f}]':>24s}"
+                                        for k, n in cells) + f" {fmt_mean(soft, 4):>24s}")
+else:
+    print("answer-key judge skipped under autograding; run the notebook in full mode to see it")
+
+
+# %% [markdown]
+# **Observe.** (Full mode, same judge.) Against the answer key the judge is at chance under all
+# three wordings, and always for the same reason: it picks the first slot in 48/48 verdicts (Wilson
+# [0.926, 1.000]) whether asked which answer is "better" or which is "correct", with labels A/B or
+# 1/2. Its accuracy is therefore exactly 24/48 = 0.500 (Wilson [0.364, 0.636]) — a number produced by
+# the order of presentation, not by reading the sums: it is right in both orders on 0 of 24 pairs
+# (Wilson [0.000, 0.138]). Its order-averaged soft preference for the correct sum stays within a
+# few thousandths of one half under every wording (intervals [−0.0003, 0.0013], [−0.0006, 0.0023],
+# [−0.0004, 0.0001]). An accuracy of 0.500 with an interval looks like "a noisy judge"; the
+# both-orders count shows it is a judge with no competence at all on this task. The prompt
+# variations did not move it: Book §8.5.4's fragility test needs a judge with some signal to
+# perturb, which a 135 M model does not have here.
 
 # %% [markdown]
 # ## 7. Contamination: n-gram overlap (Book §8.4.3)
@@ -1237,11 +1551,23 @@ for n in (1, 3, 8, 13):
 # | compare outputs before/after **on the same prompts** | Section 4: generations, length, distinct-n and an answer key, paired by prompt |
 # | with LLM-as-a-judge, **log the judge prompt** and keep the format controlled | Section 6: `JUDGE_TEMPLATE`, one-letter answer, logits restricted to "A"/"B" |
 # | observe structural changes (length, evasiveness, patterns) even without semantic gain | Section 4: length and distinct-n before/after; the "too far" run |
-# | observe collapse in mini-RL and the role of the baseline | Section 5: the bandit's variance and π(best) with and without a baseline |
-# | observe the judge's sensitivity | Section 6: position and verbosity bias with intervals |
+# | observe collapse in mini-RL and the role of the baseline | Section 5: the bandit's variance and π(best) with and without a baseline; GRPO trained with and without the group baseline |
+# | observe the judge's sensitivity | Section 6: position and verbosity bias with intervals; agreement with an answer key under three prompt wordings |
 # | **pitfall**: reading alignment as knowledge creation | Section 4: the answer key before/after; DPO moves preferences, not facts |
 # | **pitfall**: trusting LLM-as-a-judge as an absolute verifier | Section 6: a judge whose verdict follows the position, not the content |
 # | **pitfall**: comparing scores under contamination | Section 7: the n-gram overlap check |
+
+# %% [markdown]
+# ### What this chapter leaves out
+#
+# | Book | not done here | why |
+# |---|---|---|
+# | §8.3.1 RLHF | training a reward model on human comparisons, then PPO with a learned value model | four models (policy, reference, reward, value) and many rollouts do not fit 2 CPU cores; the reward-model loss and PPO's clip are shown on numbers (Section 5), and GRPO (which drops the value model) is trained instead |
+# | §8.3.2, §8.3.3 | the KL penalty during GRPO ($\beta > 0$), several updates per batch (where the clip acts) and the on-/off-policy variants the book cites | our run is the simplest case TRL supports ($\beta = 0$, one update per batch, so the ratio is 1); the KL-regularised objective is computed exactly on the bandit of Section 5 instead |
+# | §8.3.3 | GRPO on a task that needs reasoning (verifiable maths, code), as in DeepSeek-R1 | a 135 M model on a CPU learns a format in minutes, not a skill; the reward is exact, but what it rewards is shallow |
+# | §8.4.1 | running MMLU-Pro, AIME, GPQA or LiveBench | the course runs offline, and a 135 M model scores near chance on them; they are named only |
+# | §8.4.4, §8.5.4 | a strong judge (a large model or an API) | offline and on a CPU the only judge is SmolLM2-135M-Instruct, which shows the failures (position bias, no competence) but not what a good judge does |
+# | §8.1, §8.2 | collecting human preferences; safety alignment (refusals, harmful requests) | the 48 pairs are written for the course; safety needs data and a model this size cannot show |
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "written_reflection_question", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## 9. Reflect
@@ -1268,8 +1594,10 @@ for n in (1, 3, 8, 13):
 # answers down, and the "too far" run shows the same, chosen at −17.006 while rejected fell to −121.876.
 # (b) Position bias 0.867 [0.858, 0.877] (P(good) 0.934 when first, 0.067 when second); verbosity bias
 # 0.0032 [0.0004, 0.0060], small but p = 0.015; preference for the good answer averaged over orders
-# 0.0008 [−0.0020, 0.0037], p = 0.79, i.e. none. A 135 M judge carries no signal about quality here
-# (Book §8.5.4); I would not use it to compare models. With a larger judge I would average both
+# 0.0008 [−0.0020, 0.0037], p = 0.79, i.e. none. Against an answer key (24 arithmetic pairs, three
+# prompt wordings) it picked the first slot in 48/48 verdicts under every wording: accuracy 0.500 by
+# position alone, right in both orders on 0 of 24 pairs. A 135 M judge carries no signal about
+# quality here (Book §8.5.4); I would not use it to compare models. With a larger judge I would average both
 # orders, report the position shift with its interval, and prefer verifiable checks such as the
 # answer key.
 # (c) Total variance ≈ 0.39 without and ≈ 0.22 with the expected-reward baseline, same mean
