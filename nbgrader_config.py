@@ -47,9 +47,13 @@ c.CourseDirectory.course_id = "llm-course"
 from course_tools.classroom import ignore_patterns  # noqa: E402
 
 c.CourseDirectory.ignore = ignore_patterns()
-# `nbgrader collect` copies a student's exchange folder without following links (a student can
-# put a link to the instructor's files there after submitting): course_tools/grading/exchange.py.
+# `nbgrader collect` (course_tools/grading/exchange.py) collects only folders owned by the account
+# they name, with a plain account name as student id (others are refused, kept in refused/NN/ with
+# report.jsonl), takes a submission's time from the file system's change times (not timestamp.txt),
+# and copies without following links (a student can put a link there after submitting).
 c.ExchangeFactory.collect = "course_tools.grading.exchange.SafeCollect"
+# `nbgrader export`: quoted CSV, no cell can start a spreadsheet formula (course_tools/grading/export.py).
+c.ExportApp.plugin_class = "course_tools.grading.export.SafeCsvExportPlugin"
 
 # Student notebooks: outputs stripped, solution regions replaced by this stub.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
@@ -127,3 +131,11 @@ c.Autograde.autograde_preprocessors = [
 # plugin; the timestamp is the one `nbgrader submit` wrote, kept by `collect`). Keep late work at
 # full marks with --LateSubmissionPlugin.penalty_method=none.
 c.LateSubmissionPlugin.penalty_method = "zero"
+# "zero" on the total: the written answers graded by hand after autograding are taken too, in any
+# grading order (course_tools/grading/late.py follows the penalty whenever a grade changes).
+from course_tools.grading import late as _late  # noqa: E402
+
+_late.install()
+# Formgrader: no configuration panel (it cannot show this config, which holds classes, and logged
+# "Formgrader config is not serializable" at every page load).
+c.FormgradeExtension.debug = False

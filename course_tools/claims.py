@@ -31,15 +31,19 @@ NUMBER = re.compile(r"(?<![\w.§/–-])[-−]?\d+\.\d+(?:[eE][-−+]?\d+)?(?![\w
 OUT_NUMBER = re.compile(r"[-−]?\d{1,3}(?:,\d{3})+(?:\.\d+)?|[-−]?\d+\.\d+(?:[eE][-+]?\d+)?|[-−]?\d+(?:[eE][-+]?\d+)?")
 # what a number right before says it is not a measured claim: a section, a version
 NOT_A_CLAIM_BEFORE = re.compile(r"(?:§|\bsections?\s|\bSections?\s|\bchapters?\s|\bversion\s|\bv|"
+                                r"\b[Ss]e[çc](?:ão|ões)\s|\b[Cc]ap[íi]tulos?\s|\bvers[ãa]o\s|"   # the pt-BR edition
                                 r"\b(?:transformers|torch|trl|peft|nbgrader|bitsandbytes|Python|gguf|numpy)`?\s)$")
-SCALE_AFTER = re.compile(r"^\s*(?:(%)|(k|K)\b|(M)\b|(B|G)\b)")
+SCALE_AFTER = re.compile(r"^\s*(?:(%)|(k|K|mil)\b|(M|milh[õo]es|milh[ãa]o)\b|(B|G|bilh[õo]es|bilh[ãa]o)\b)")  # pt-BR words too
 QUOTE_LINE = re.compile(r"book §|\(book|quoted|measured on|\bthe book\b|\bthe book's|\b(?:H100|H200|A100|T4)\b|"
-                        r"\[source|\bseed\b §|according to|reports?\b|the paper", re.I)
-QUOTE_AFTER = re.compile(r"^\s*(?:[%×x]|s|ms|nats|bits|GB|GiB|MiB)?\s*(?:\[\^q\]|\(quote\))")
+                        r"\[source|\bseed\b §|according to|reports?\b|the paper|"
+                        # the same markers in the pt-BR edition (course_tools/translation.py)
+                        r"livro §|\(livro|\bo livro\b|\bdo livro\b|\bno livro\b|citad[oa]s?\b|medid[oa]s? (?:em|num|numa)\b|"
+                        r"segundo o\b|de acordo com|relat[óo]rio|\bo artigo\b|\[fonte", re.I)
+QUOTE_AFTER = re.compile(r"^\s*(?:[%×x]|s|ms|nats|bits|GB|GiB|MiB)?\s*(?:\[\^q\]|\(quote\)|\(cita[çc][ãa]o\))")
 SKIP_SPANS = re.compile(r"\$\$.*?\$\$|\$[^$\n]+\$|`[^`\n]*`|\]\([^)]*\)|https?://\S+", re.S)
 
 
-SENTENCE_END = re.compile(r"(?<=[.!?;])\s+(?=[A-Z*(\"'0-9])")
+SENTENCE_END = re.compile(r"(?<=[.!?;])\s+(?=[A-ZÁÀÂÃÉÊÍÓÔÕÚÇ*(\"'0-9])")
 
 
 def _md_numbers(text: str) -> list[tuple[str, Decimal]]:

@@ -20,9 +20,11 @@
 """
 from __future__ import annotations
 
+import ast
 import fnmatch
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -190,8 +192,10 @@ def submitted_students(root: Path, assignment: str) -> list[str]:
     return sorted(p.name for p in sub.iterdir() if (p / assignment).is_dir()) if sub.is_dir() else []
 
 
-def _graded(root: Path, url: str, assignment: str, students: Sequence[str]) -> set[str]:
-    """Students whose submission of ``assignment`` is in the gradebook with an autograded notebook."""
+def _graded(root: Path, url: str, assignment: str, students: Sequence[str],
+            autograded: Path | None = None) -> set[str]:
+    """Students whose submission of ``assignment`` is in the gradebook with an autograded notebook
+    (under ``autograded``, default ``<root>/autograded``)."""
     from nbgrader.api import Gradebook, MissingEntry
 
     done = set()
@@ -201,14 +205,14 @@ def _graded(root: Path, url: str, assignment: str, students: Sequence[str]) -> s
                 gb.find_submission(assignment, s)
             except MissingEntry:
                 continue
-            if (root / "autograded" / s / assignment).is_dir():
+            if ((autograded or root / "autograded") / s / assignment).is_dir():
                 done.add(s)
     return done
 
 
 def autograde(assignment: str, root: Path, *, students: Sequence[str] | None = None, jobs: int = 2,
               force: bool = True, db: str | None = None, extra: Sequence[str] = (), retries: int = 1,
-              timeout: float | None = None, log=print) -> AutogradeRun:
+              timeout: float | None = None, log=print, autograded: Path | None = None) -> AutogradeRun:
     """Grade the submissions of ``assignment`` with ``jobs`` stock ``nbgrader autograde`` processes.
 
     The students are dealt round-robin into ``jobs`` groups; each group is one nbgrader process
@@ -216,6 +220,8 @@ def autograde(assignment: str, root: Path, *, students: Sequence[str] | None = N
     per worker, not once per submission. Before the workers start, the gradebook is opened once
     (created and stamped here, not by racing workers), the assignment must be registered, and the
     reference run is done once (``llm-course references``) so that workers do not each repeat it.
+    ``autograded``: where ``extra`` points ``CourseDirectory.autograded_directory`` (a cluster
+    shard grades into a folder of its own: ``course_tools/cluster``); default ``<root>/autograded``.
     """
     from nbgrader.api import Gradebook, MissingEntry
 
@@ -234,20 +240,26 @@ def autograde(assignment: str, root: Path, *, students: Sequence[str] | None = N
         except MissingEntry:
             raise RuntimeError(f"{assignment} is not in the gradebook: run `llm-course register {assignment}` "
                                "first") from None
+    from course_tools.grading.course_code import check_same_course_code
+
+    check_same_course_code(course_root=root)   # grader and kernels import the same course code, or no student is graded
     _reference_run(assignment, root, log)
     base = ["autograde", assignment, "--log-level=WARN", f"--CourseDirectory.db_url={url}",
             *(["--force"] if force else []), *extra]
     groups = [students[i::run.jobs] for i in range(run.jobs)]
+    # every student nbgrader would otherwise grade: those with a submission folder (not only the
+    # ones asked for: with --student C, excluding "everyone but C" among [C] excluded no one)
+    everyone = sorted(set(submitted_students(root, assignment)) | set(students))
     t0 = time.perf_counter()
-    _run_groups(groups, students, base, root, run, timeout)
-    done = _graded(root, url, assignment, students)
+    _run_groups(groups, everyone, base, root, run, timeout)
+    done = _graded(root, url, assignment, students, autograded)
     for attempt in range(retries):
         again = [s for s in students if s not in done]
         if not again:
             break
         log(f"retrying {len(again)} submission(s) one at a time: {', '.join(again)}")
-        _run_groups([[s] for s in again], students, base, root, run, timeout)
-        done = _graded(root, url, assignment, students)
+        _run_groups([[s] for s in again], everyone, base, root, run, timeout)
+        done = _graded(root, url, assignment, students, autograded)
     run.seconds = time.perf_counter() - t0
     for s in students:
         if s not in done:
@@ -259,7 +271,11 @@ def autograde(assignment: str, root: Path, *, students: Sequence[str] | None = N
 
 def _run_groups(groups: list[list[str]], everyone: Sequence[str], base: list[str], root: Path,
                 run: AutogradeRun, timeout: float | None) -> None:
-    """Start one nbgrader process per group, at most ``run.jobs`` at a time; wait for all."""
+    """Start one nbgrader process per group, at most ``run.jobs`` at a time; wait for all.
+
+    ``everyone``: every student with a submission of the assignment; each process excludes all of
+    them but its group (``CourseDirectory.student_id_exclude``), so it grades exactly its group.
+    """
     queue = list(groups)
     active: list[tuple[subprocess.Popen, list[str], str, Any, float]] = []
     env = nbgrader_env(root)
@@ -340,10 +356,14 @@ def build_caches(log=print) -> list[str]:
     """
     from course_utils import data, shakespeare_gpt2, smollm2
 
+    def progress(line: str) -> None:   # the long builds report their phases and steps (make install shows them)
+        log(line)
+        sys.stdout.flush()
+
     done = []
     for name, fn in (("Shakespeare corpus", lambda: data.shakespeare_dir()),
-                     ("SmolLM2 (GGUF -> float32 safetensors)", lambda: smollm2.build(verbose=False)),
-                     ("Shakespeare GPT-2 (course-trained stand-in)", lambda: shakespeare_gpt2.build(verbose=False))):
+                     ("SmolLM2 (GGUF -> float32 safetensors)", lambda: smollm2.build(verbose=progress)),
+                     ("Shakespeare GPT-2 (course-trained stand-in)", lambda: shakespeare_gpt2.build(verbose=progress))):
         t0 = time.perf_counter()
         path = Path(fn())
         _readable(path)
@@ -394,12 +414,54 @@ def setup_cell_failures(nb: Any) -> list[str]:
         for o in cell.get("outputs", []):
             if o.get("output_type") == "error":
                 gid = meta.get("grade_id") or cell.get("id") or ""
-                first = "".join(cell.get("source", ""))
-                first = (first.strip().splitlines() or [""])[0][:80]
-                out.append(f"cell {i}{f' ({gid})' if gid else ''} `{first}` raised {o.get('ename')}: "
+                stmt = raising_statement("".join(cell.get("source", "")), o.get("traceback") or [])
+                out.append(f"cell {i}{f' ({gid})' if gid else ''} `{stmt}` raised {o.get('ename')}: "
                            f"{str(o.get('evalue'))[:300]}")
                 break
     return out
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_CELL_FRAME = re.compile(r"(?:Cell In\s*\[[^\]]*\],\s*line\s*(\d+))|(?:Input In\s*\[[^\]]*\])|(?:<ipython-input-)")
+_ARROW = re.compile(r"^-+>\s*(\d+)", re.M)
+
+
+def raising_statement(source: str, traceback: Sequence[str], width: int = 120) -> str:
+    """The statement of a cell that raised, from the cell's source and IPython's traceback.
+
+    The traceback's first frame in the cell (``Cell In[4], line 7`` and its ``---->`` arrow)
+    gives the line; the innermost statement of the source holding that line is quoted, on one
+    line, at most ``width`` characters. Falls back to that line, then to the cell's first line.
+    """
+    line = None
+    for entry in traceback:
+        text = _ANSI.sub("", str(entry))
+        m = _CELL_FRAME.search(text)
+        if not m:
+            continue
+        arrow = _ARROW.search(text)
+        line = int(m.group(1)) if m.group(1) else (int(arrow.group(1)) if arrow else None)
+        if line is not None:
+            break
+    lines = source.splitlines()
+    if line is None or not 1 <= line <= len(lines):
+        first = (source.strip().splitlines() or [""])[0]
+        return first[:width]
+    text = lines[line - 1].strip()
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:   # IPython syntax (magics): the line itself
+        tree = None
+    if tree is not None:
+        best = None
+        for node in ast.walk(tree):
+            if isinstance(node, ast.stmt) and node.lineno <= line <= (node.end_lineno or node.lineno):
+                if best is None or (node.end_lineno or 0) - node.lineno <= (best.end_lineno or 0) - best.lineno:
+                    best = node
+        if best is not None and not isinstance(best, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                                                      ast.For, ast.While, ast.If, ast.With, ast.Try)):
+            text = " ".join((ast.get_source_segment(source, best) or text).split())
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def reference_setup_problem(nb: Any) -> str | None:

@@ -7,13 +7,15 @@ release         regenerate notebooks/ from solutions/ (nbgrader, outputs strippe
 check-release   fail if notebooks/ is out of sync with solutions/
 selftest        autograde round trip of one or all chapters (solution full, blank 0, wrong answers lose)
 build           chapters/NN/NN.py (the chapter's source) -> solutions/NN/NN.ipynb, executed
-export          solutions/NN/NN.ipynb -> chapters/NN/NN.py (after editing the notebook)
+export-script   solutions/NN/NN.ipynb -> chapters/NN/NN.py (after editing the notebook; old name: export).
+                Not grades: `nbgrader export --to grades.csv` writes the gradebook's scores
 check-sources   fail if a chapter script and its solution notebook disagree
 execute         re-execute a solution notebook in place
 references      run (and cache) the trusted reference run of each chapter (before grading a class)
 register        add chapters (notebooks, graded cells, due date) to the gradebook from solutions/; notebooks/ untouched
 autograde NN    nbgrader autograde of every submission of NN, --jobs N at once, into one gradebook
 hub-sim DIR     write a simulated Hugging Face hub: the four model names at their real configurations
+cluster ...     grade a class as Slurm job arrays, one merge job the only gradebook writer
 """
 from __future__ import annotations
 
@@ -235,6 +237,13 @@ def _build(args: argparse.Namespace) -> int:
         out = build(ch, run=not args.no_run, ci=not args.full)
         how = "outputs of unchanged cells kept" if args.no_run else ("executed, full mode" if args.full else "executed, CI mode")
         print(f"built {out} ({how}, {time.perf_counter() - t0:.1f} s)")
+    from . import translation as tr
+
+    for lang in tr.LANGUAGES:   # the editions: say which catalogues the English change made stale
+        stale = [ch for ch in (args.chapters or chapters()) if tr.stale_entries(ch, lang)]
+        if stale:
+            print(f"the {lang} edition is now behind the English text of {', '.join(stale)}: run "
+                  f"`llm-course translate update`, translate what it marks, then `llm-course translate build`")
     return 0
 
 
@@ -268,6 +277,51 @@ def _execute(args: argparse.Namespace) -> int:
         execute(Path(nb), ci=not args.full)
         print(f"executed {nb} in {time.perf_counter() - t0:.1f} s")
     return 0
+
+
+def _translate(args: argparse.Namespace) -> int:
+    """The editions in other languages (course_tools/translation.py)."""
+    import json
+
+    from . import translation as tr
+
+    lang = args.lang
+    if args.action == "update":
+        for path in tr.update(lang):
+            print(f"updated {path}")
+        print(tr.coverage_report(lang))
+        return 0
+    if args.action == "status":
+        print(tr.coverage_report(lang))
+        return 0
+    if args.action == "build":
+        for path in tr.build(lang, args.names or None):
+            print(f"wrote {path}")
+        missing = [c for c in tr.coverage(lang) if c.share < 1]
+        if missing:
+            print(f"not every entry is translated (the edition keeps those blocks in English):\n{tr.coverage_report(lang)}")
+        return 0
+    if args.action == "check":
+        problems = tr.catalogue_problems(lang) + tr.stale_editions(lang) + tr.edition_problems(lang)
+        for p in problems:
+            print(f"  - {p}", file=sys.stderr)
+        print(tr.coverage_report(lang))
+        return 1 if problems else 0
+    if args.action == "pending":
+        for name in args.names:
+            print(json.dumps(tr.pending(name, lang), ensure_ascii=False, indent=1))
+        return 0
+    if args.action == "fill":
+        if len(args.names) != 2:
+            print("usage: llm-course translate fill CATALOGUE FILE.json  (FILE: {english block: translation})", file=sys.stderr)
+            return 2
+        name, file = args.names
+        n, problems = tr.fill(name, lang, json.loads(Path(file).read_text(encoding="utf-8")))
+        for p in problems:
+            print(f"  - {p}", file=sys.stderr)
+        print(f"{n} entries written to {tr.catalogue_path(name, lang)}; {len(problems)} refused")
+        return 1 if problems else 0
+    raise AssertionError(args.action)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -315,7 +369,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-run", action="store_true", help="do not execute: keep outputs of unchanged cells")
     p.add_argument("--full", action="store_true", help="execute in full mode instead of CI mode")
     p.set_defaults(fn=_build)
-    p = sub.add_parser("export", help="solutions/NN/NN.ipynb -> chapters/NN/NN.py")
+    p = sub.add_parser("export-script", aliases=["export"],
+                       help="solutions/NN/NN.ipynb -> chapters/NN/NN.py (chapter sources, not grades: "
+                            "grades are `nbgrader export --to grades.csv`)")
     p.add_argument("chapters", nargs="*")
     p.set_defaults(fn=_export)
     sub.add_parser("check-sources", help="fail if a script and its notebook disagree").set_defaults(fn=_check_sources)
@@ -323,6 +379,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("notebooks", nargs="+")
     p.add_argument("--full", action="store_true", help="full mode instead of CI mode")
     p.set_defaults(fn=_execute)
+    p = sub.add_parser("translate", help="the pt-BR edition: catalogues, coverage, build, checks")
+    p.add_argument("action", choices=["update", "status", "build", "check", "pending", "fill"],
+                   help="update: merge the English text into the catalogues (changed entries become fuzzy); "
+                        "status: coverage; build: the edition's notebooks and compiled messages; check: drift; "
+                        "pending NAME: untranslated blocks as JSON; fill NAME FILE.json: write translations")
+    p.add_argument("names", nargs="*", help="chapters (build), catalogue names (pending), or NAME FILE (fill)")
+    p.add_argument("--lang", default="pt_BR", help="the edition (default: pt_BR)")
+    p.set_defaults(fn=_translate)
+    from .cluster.commands import add_parser as add_cluster_parser
+
+    add_cluster_parser(sub)   # llm-course cluster submit|work|merge|status|rerun|local-slurm
     args = parser.parse_args(argv)
     return int(args.fn(args))
 

@@ -8,6 +8,11 @@ Environment variables (documented in the README):
 ``LLM_COURSE_OFFLINE=1``
     Offline mode: :func:`course_utils.models.load_model` uses the packaged stand-ins instead
     of downloading from the Hugging Face hub. ``HF_HUB_OFFLINE=1`` implies it.
+
+Grading is offline by construction (:func:`grading_kernel`): a kernel that the autograder runs
+(``NBGRADER_EXECUTION=autograde``, which nbgrader and the course's reference run set, or a
+sandboxed kernel, ``LLM_COURSE_SANDBOXED=1``) has no network, so it uses what the caches hold,
+the same way for the reference run and every submission, whatever the instructor's shell sets.
 """
 from __future__ import annotations
 
@@ -26,9 +31,18 @@ def ci_mode() -> bool:
     return _flag("LLM_COURSE_CI")
 
 
+def grading_kernel() -> bool:
+    """True in a kernel the autograder runs: ``NBGRADER_EXECUTION=autograde`` (set by ``nbgrader
+    autograde`` and by the course's reference run) or a sandboxed kernel (``LLM_COURSE_SANDBOXED=1``,
+    set by ``course_tools.grading.sandbox``: no network there)."""
+    return (os.environ.get("NBGRADER_EXECUTION", "").strip().lower() == "autograde"
+            or os.environ.get("LLM_COURSE_SANDBOXED", "").strip() == "1")
+
+
 def offline_mode() -> bool:
-    """True when ``LLM_COURSE_OFFLINE`` or ``HF_HUB_OFFLINE`` is set."""
-    return _flag("LLM_COURSE_OFFLINE") or _flag("HF_HUB_OFFLINE")
+    """True when ``LLM_COURSE_OFFLINE`` or ``HF_HUB_OFFLINE`` is set, and always in a grading kernel
+    (:func:`grading_kernel`): grading never waits for, or fails on, a hub it cannot reach."""
+    return _flag("LLM_COURSE_OFFLINE") or _flag("HF_HUB_OFFLINE") or grading_kernel()
 
 
 CI_MODE: bool = ci_mode()

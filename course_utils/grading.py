@@ -52,6 +52,7 @@ __builtins__ = dict(vars(_builtins))
 import numpy as np  # noqa: E402
 
 from course_utils.records import expect, outcome, record  # noqa: E402,F401  (hidden tests record; see records.py)
+from course_utils.translation import tr as _tr  # noqa: E402  (failure messages in the edition's language)
 
 try:  # torch is a dependency of the course, but grading works without it
     import torch
@@ -130,10 +131,10 @@ def to_numpy(value: Any, name: str = "value") -> np.ndarray:
         try:
             return _asarray(value)
         except (ValueError, TypeError) as exc:  # ragged nested lists
-            raise AssertionError(f"{name}: could not turn it into an array ({exc}).") from None
+            raise AssertionError(_tr("{name}: could not turn it into an array ({error}).").format(name=_tr(name), error=exc)) from None
     raise AssertionError(
-        f"{name}: expected a tensor, array, list or number, got {type(value).__name__}. "
-        "Did your function forget to `return` its result?"
+        _tr("{name}: expected a tensor, array, list or number, got {got}. "
+            "Did your function forget to `return` its result?").format(name=_tr(name), got=type(value).__name__)
     )
 
 
@@ -141,8 +142,9 @@ def check_type(name: str, value: Any, expected: type | tuple[type, ...]) -> None
     """Fail unless ``value`` is an instance of ``expected`` (its real type, not its ``__class__``)."""
     if not issubclass(type(value), expected):
         exp = expected.__name__ if isinstance(expected, type) else " or ".join(t.__name__ for t in expected)
-        hint = " Did your function forget to `return` its result?" if value is None else ""
-        raise AssertionError(f"{name}: expected type {exp}, got {type(value).__name__}.{hint}")
+        hint = " " + _tr("Did your function forget to `return` its result?") if value is None else ""
+        raise AssertionError(_tr("{name}: expected type {expected}, got {got}.").format(
+            name=_tr(name), expected=exp, got=type(value).__name__) + hint)
 
 
 def check_shape(name: str, value: Any, shape: Sequence[int]) -> None:
@@ -152,7 +154,8 @@ def check_shape(name: str, value: Any, shape: Sequence[int]) -> None:
     else:
         actual = tuple(to_numpy(value, name).shape)
     if actual != tuple(shape):
-        raise AssertionError(f"{name}: expected shape {tuple(shape)}, got {actual}.")
+        raise AssertionError(_tr("{name}: expected shape {expected}, got {got}.").format(
+            name=_tr(name), expected=tuple(shape), got=actual))
 
 
 def _fmt(x: Any) -> str:
@@ -182,13 +185,15 @@ def check_close(
         else:
             got = None
         if got is not None and got != dtype:
-            raise AssertionError(f"{name}: expected dtype {dtype}, got {got}.")
+            raise AssertionError(_tr("{name}: expected dtype {expected}, got {got}.").format(
+                name=_tr(name), expected=dtype, got=got))
     a = to_numpy(actual, name)
     e = to_numpy(expected, "expected")
     if a.shape != e.shape:
-        raise AssertionError(f"{name}: expected shape {e.shape}, got {a.shape}.")
+        raise AssertionError(_tr("{name}: expected shape {expected}, got {got}.").format(
+            name=_tr(name), expected=e.shape, got=a.shape))
     if a.dtype.kind not in "biuf" or e.dtype.kind not in "biuf":
-        raise AssertionError(f"{name}: expected numbers, got dtype {a.dtype}.")
+        raise AssertionError(_tr("{name}: expected numbers, got dtype {got}.").format(name=_tr(name), got=a.dtype))
     shape, ndim, size = a.shape, a.ndim, a.size
     a = _nd_reshape(_nd_astype(a, _f64), -1)  # flat, 1-d: ufuncs return arrays, never scalars
     e = _nd_reshape(_nd_astype(e, _f64), -1)
@@ -210,12 +215,14 @@ def check_close(
         for dim in reversed(shape):
             rest, i = divmod(rest, dim)
             idx.insert(0, i)
-        at = f" at index {tuple(idx)}" if ndim else ""
         n_bad = int(_add.reduce(_nd_astype(bad, _i64), axis=None))
-        raise AssertionError(
-            f"{name}: {n_bad} of {size} value(s) differ; first{at}: got {_fmt(_nd_item(a, k))}, "
-            f"expected {_fmt(_nd_item(e, k))} (tolerance atol={atol:g}, rtol={rtol:g})."
-        )
+        template = (_tr("{name}: {n_bad} of {size} value(s) differ; first at index {index}: got {got}, "
+                        "expected {expected} (tolerance atol={atol}, rtol={rtol}).") if ndim else
+                    _tr("{name}: {n_bad} of {size} value(s) differ; first: got {got}, "
+                        "expected {expected} (tolerance atol={atol}, rtol={rtol})."))
+        raise AssertionError(template.format(
+            name=_tr(name), n_bad=n_bad, size=size, index=tuple(idx), got=_fmt(_nd_item(a, k)),
+            expected=_fmt(_nd_item(e, k)), atol=f"{atol:g}", rtol=f"{rtol:g}"))
 
 
 def _same(x: Any, y: Any) -> bool:
@@ -238,39 +245,41 @@ def check_equal(name: str, actual: Any, expected: Any) -> None:
     if type(actual) is not type(expected) and not (
         type(actual) in (list, tuple) and type(expected) in (list, tuple)
     ):
-        raise AssertionError(
-            f"{name}: expected a {type(expected).__name__}, got {type(actual).__name__} ({_short(actual)})."
-        )
+        raise AssertionError(_tr("{name}: expected a {expected}, got {got} ({value}).").format(
+            name=_tr(name), expected=type(expected).__name__, got=type(actual).__name__, value=_short(actual)))
     if type(expected) in (list, tuple):
         actual_list, expected_list = list(actual), list(expected)
         for i, (x, y) in enumerate(zip(actual_list, expected_list)):
             if not _same(x, y):
-                raise AssertionError(
-                    f"{name}: first difference at position {i}: got {_short(x)}, expected {_short(y)}."
-                )
+                raise AssertionError(_tr("{name}: first difference at position {position}: got {got}, "
+                                         "expected {expected}.").format(
+                    name=_tr(name), position=i, got=_short(x), expected=_short(y)))
         if len(actual_list) != len(expected_list):
-            raise AssertionError(
-                f"{name}: expected length {len(expected_list)}, got {len(actual_list)} "
-                f"(the first {min(len(actual_list), len(expected_list))} items agree)."
-            )
+            raise AssertionError(_tr("{name}: expected length {expected}, got {got} (the first {agree} items "
+                                     "agree).").format(name=_tr(name), expected=len(expected_list),
+                                                       got=len(actual_list),
+                                                       agree=min(len(actual_list), len(expected_list))))
         return
     if type(expected) is dict:
         missing = [k for k in expected if k not in actual]
         extra = [k for k in actual if k not in expected]
         if missing or extra:
-            raise AssertionError(f"{name}: missing keys {missing[:5]}, unexpected keys {extra[:5]}.")
+            raise AssertionError(_tr("{name}: missing keys {missing}, unexpected keys {extra}.").format(
+                name=_tr(name), missing=missing[:5], extra=extra[:5]))
         for k in expected:
             if not _same(actual[k], expected[k]):
-                raise AssertionError(f"{name}[{k!r}]: got {_short(actual[k])}, expected {_short(expected[k])}.")
+                raise AssertionError(_tr("{name}[{key}]: got {got}, expected {expected}.").format(
+                    name=_tr(name), key=repr(k), got=_short(actual[k]), expected=_short(expected[k])))
         return
     if not _same(actual, expected):
-        raise AssertionError(f"{name}: got {_short(actual)}, expected {_short(expected)}.")
+        raise AssertionError(_tr("{name}: got {got}, expected {expected}.").format(
+            name=_tr(name), got=_short(actual), expected=_short(expected)))
 
 
 def check_true(condition: bool, message: str) -> None:
     """``assert`` that survives ``python -O`` and always carries a student-facing message."""
     if condition is not True and not (type(condition) is _np_bool and condition.item() is True):
-        raise AssertionError(message)
+        raise AssertionError(_tr(message))
 
 
 def _short(x: Any, limit: int = 80) -> str:

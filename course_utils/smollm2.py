@@ -20,8 +20,9 @@ import functools
 import importlib.util
 import json
 import shutil
+import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from .paths import cache_dir
 
@@ -66,8 +67,13 @@ def _lock() -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def build(verbose: bool = True) -> Path:
-    """Convert the packaged GGUF into ``model_dir()`` once (no-op when already built)."""
+def build(verbose: bool | Callable[[str], Any] = True) -> Path:
+    """Convert the packaged GGUF into ``model_dir()`` once (no-op when already built).
+
+    ``verbose``: ``True`` one line on stdout, ``False`` silent, or a function receiving progress
+    lines (``llm-course prefetch --offline`` passes ``print``: start, each phase, the time taken).
+    """
+    report = verbose if callable(verbose) else (print if verbose else None)
     if is_built():
         return model_dir()
     with _lock():
@@ -79,8 +85,10 @@ def build(verbose: bool = True) -> Path:
 
         hf_logging.disable_progress_bar()  # the conversion bar goes to stderr (nbgrader: failure)
         src = gguf_path()
-        if verbose:
-            print(f"[smollm2] converting {src.name} to float32 safetensors (once, ~30 s)...", flush=True)
+        t0 = time.perf_counter()
+        if report:
+            report(f"[smollm2] converting {src.name} to float32 safetensors in {model_dir()} (once; "
+                   "25 s measured on 2 idle cores, 46 s on a loaded machine)...")
         kw = {"gguf_file": src.name}
         from transformers import modeling_gguf_pytorch_utils as gguf_utils
 
@@ -91,6 +99,8 @@ def build(verbose: bool = True) -> Path:
             tok = AutoTokenizer.from_pretrained(str(src.parent), **kw)
         finally:
             gguf_utils.tqdm = bar
+        if callable(verbose):
+            verbose(f"[smollm2] GGUF read and dequantized ({time.perf_counter() - t0:.0f} s); writing safetensors")
         cfg = gmodel.config.to_dict()
         for key in ("quantization_config", "_name_or_path", "_model_name_or_path", "transformers_version"):
             cfg.pop(key, None)
@@ -107,6 +117,8 @@ def build(verbose: bool = True) -> Path:
         shutil.rmtree(model_dir(), ignore_errors=True)
         tmp.rename(model_dir())
         del gmodel, model
+        if callable(verbose):
+            verbose(f"[smollm2] done in {time.perf_counter() - t0:.0f} s")
     return model_dir()
 
 

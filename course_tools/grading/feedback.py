@@ -21,6 +21,7 @@ from typing import Any
 
 from nbgrader.preprocessors import NbGraderPreprocessor
 from nbformat.notebooknode import NotebookNode, from_dict
+from traitlets import List
 
 from course_tools.grading.preprocessors import HIDDEN_START, TAIL_MARK
 from course_tools.grading.render import FEEDBACK_MIME
@@ -53,9 +54,21 @@ def hidden_lines(source: str) -> list[str]:
     return lines
 
 
+# The markers of what a student never sees (hidden tests, reference and probe blocks): IPython's
+# traceback prints context lines around the failing one, the marker line among them.
+MARKER = re.compile(r"#{2,}\s*(BEGIN|END)\s+(HIDDEN TESTS|REFERENCE|PROBE)\b")
+
+
+def _marks_hidden(text: str) -> bool:
+    """A marker of a hidden region, or the autograder's ``print(HIDDEN_START)`` line before it."""
+    return bool(MARKER.search(text)) or HIDDEN_START in text
+
+
 def _drop_lines(entry: str, hidden: list[str]) -> str:
-    """A traceback entry without its lines that show hidden source (IPython prints context lines)."""
-    kept = [line for line in entry.split("\n") if not any(h in _ANSI.sub("", line) for h in hidden)]
+    """A traceback entry without its lines that show hidden source or a hidden region's marker
+    (IPython prints context lines around the failing one)."""
+    kept = [line for line in entry.split("\n")
+            if not (_marks_hidden(_ANSI.sub("", line)) or any(h in _ANSI.sub("", line) for h in hidden))]
     return "\n".join(kept)
 
 
@@ -71,6 +84,13 @@ def _withheld_error(ename: str) -> NotebookNode:
 
 class RedactHiddenTests(NbGraderPreprocessor):
     """Feedback preprocessor: hidden tests' code, inputs and reference values never reach a student."""
+
+    # nbconvert's HTML exporter configures ``NbConvertBase.display_data_priority`` for every
+    # preprocessor; NbGraderPreprocessor declares the trait without ``config=True`` (GetGrades
+    # re-declares it), so traitlets warned "Config option display_data_priority not recognized by
+    # RedactHiddenTests" at every generate_feedback. Unused here; declared configurable like GetGrades.
+    display_data_priority = List(["text/html", "application/pdf", "text/latex", "image/svg+xml", "image/png",
+                                  "image/jpeg", "text/plain"]).tag(config=True)
 
     def preprocess_cell(self, cell: NotebookNode, resources: Any, index: int) -> tuple[NotebookNode, Any]:
         if not _is_test_cell(cell):
@@ -112,7 +132,7 @@ class RedactHiddenTests(NbGraderPreprocessor):
                     outputs.append(out)
                 elif in_hidden or any(line in str(out.get("evalue", "")) for line in hidden):
                     outputs.append(_withheld_error(str(out.get("ename", "Error"))))
-                elif any(line in trace for line in hidden):
+                elif _marks_hidden(trace) or any(line in trace for line in hidden):
                     # a visible check failed next to the hidden region: its context lines go
                     out["traceback"] = [_drop_lines(str(t), hidden) for t in out.get("traceback", [])]
                     outputs.append(out)

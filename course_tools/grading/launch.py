@@ -1,8 +1,9 @@
 """Two small steps around bubblewrap, run as scripts (standard library only, ``python -I -S``).
 
 ``outer`` runs on the host, as the grader, just before bubblewrap: it joins the kernel's cgroups
-(``limits.KernelCgroup``) and sets its rlimits, then executes bubblewrap, so that the sandbox and
-everything in it are inside the limits from their first instruction.
+(``limits.KernelCgroup``) and sets its rlimits, opens the compiled seccomp filter
+(``seccomp.py``) for bubblewrap's ``--seccomp FD``, then executes bubblewrap, so that the sandbox
+and everything in it are inside the limits from their first instruction.
 
 ``inner`` is the first program inside the sandbox: where it runs as root, it mounts the kernel's
 working folder, ``/tmp`` and ``$HOME`` as tmpfs of a fixed size; it copies the pristine copy of
@@ -23,8 +24,15 @@ import shutil
 import sys
 
 
+SECCOMP_FD = "@SECCOMP_FD@"   # in the command: replaced by the descriptor of the compiled filter
+
+
 def _outer(spec: dict, cmd: list[str]) -> None:
     pid = str(os.getpid())
+    if spec.get("seccomp"):   # bubblewrap --seccomp FD reads the filter (seccomp.py) from an open descriptor
+        fd = os.open(spec["seccomp"], os.O_RDONLY)
+        os.set_inheritable(fd, True)
+        cmd = [str(fd) if a == SECCOMP_FD else a for a in cmd]
     for procs in spec.get("procs", []):
         with open(procs, "w") as f:
             f.write(pid)

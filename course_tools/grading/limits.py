@@ -47,6 +47,8 @@ class GradingLimits(Configurable):
     submission_mb = Integer(256, config=True, help="Largest total size of the submission's files copied in (MiB).")
     cell_output_kb = Integer(2048, config=True, help="Output one cell may produce; beyond it, outputs are dropped (KiB).")
     cell_outputs = Integer(500, config=True, help="Number of outputs one cell may produce; beyond it, dropped.")
+    ungraded_cells = Integer(200, config=True, help="Code cells outside the exercises (no nbgrader id) run per notebook; "
+                                                    "later ones are not run (the chapters' sources have at most 14).")
     notebook_outputs = Integer(20000, config=True, help="Outputs of the whole notebook; beyond it, the kernel is stopped.")
     notebook_output_mb = Integer(16, config=True, help="Output of the whole notebook; beyond it, the kernel is stopped (MiB).")
     uid = Integer(65534, config=True, help="Unprivileged user the kernel runs as when the grader is root (nobody).")
@@ -211,8 +213,14 @@ def describe(limits: GradingLimits | None = None) -> list[str]:
            "enforced by bubblewrap --size" if bwrap_supports_size() else
            "NOT sized here (bubblewrap < 0.10 without root): only the memory limit and RLIMIT_FSIZE bound them"),
         f"output {limits.cell_output_kb} KiB / {limits.cell_outputs} outputs per cell, {limits.notebook_output_mb} MiB per "
-        f"notebook, {limits.wall_seconds} s per notebook: enforced by the grader's client",
+        f"notebook, {limits.wall_seconds} s per notebook, {limits.ungraded_cells} code cells outside the exercises: "
+        "enforced by the grader's client",
         ("kernel runs as uid %d with no capabilities (setpriv, no_new_privs)" % limits.uid) if root else
         f"kernel runs as the grader's uid {os.geteuid()} in a user namespace, no capabilities",
     ]
+    from course_tools.grading.seccomp import REFUSED_SYSCALLS, available
+
+    why = available()
+    lines.append(f"seccomp: {', '.join(REFUSED_SYSCALLS)} refused (no keyring shared between kernels)" if why is None
+                 else f"seccomp: UNAVAILABLE ({why}): autograding refuses")
     return lines

@@ -11,12 +11,19 @@ every submission hides the one that matters.
 silent when the submitted cell is byte for byte the *released* form of the source cell (hidden
 tests cleared with the course's own delimiters). Any other change to a locked cell — an edited
 visible test, a removed line, a changed grade id or point value — is still reported.
+
+A submission of another edition (the Brazilian Portuguese ``pt_BR/notebooks``, course_tools/translation.py)
+carries the same code and grade ids, but its locked question cells and its setup cell hold the
+edition's text. Such a cell, byte for byte as the edition released it, is checked as the English
+source (no warning) and then keeps the edition's trusted text, so the autograded notebook and the
+feedback read in the student's language; anything else is restored from the source as above.
 """
 from __future__ import annotations
 
 import copy
 from typing import Any
 
+import nbformat
 from nbgrader import utils
 from nbgrader.api import MissingEntry
 from nbgrader.preprocessors import ClearHiddenTests, OverwriteCells
@@ -35,18 +42,49 @@ class CourseOverwriteCells(OverwriteCells):
             return None
         return released.source
 
+    def _edition_texts(self) -> dict[str, set[tuple[str, str]]]:
+        """``grade_id -> {(cell type, source)}`` of the locked, ungraded cells (questions, the setup
+        cell) of this notebook in every edition's release (``pt_BR/notebooks``, course_tools/translation.py):
+        trusted text from the course checkout, never from a submission."""
+        key = (self.assignment_id, self.notebook_id)
+        cache = getattr(self, "_edition_cache", {})
+        if key not in cache:
+            from course_tools.translation import LANGUAGES, edition_dir
+
+            texts: dict[str, set[tuple[str, str]]] = {}
+            for lang in LANGUAGES:
+                path = edition_dir(lang, "notebooks") / self.assignment_id / f"{self.notebook_id}.ipynb"
+                if not path.is_file():
+                    continue
+                for c in nbformat.read(path, as_version=4).cells:
+                    meta = c.get("metadata", {}).get("nbgrader", {})
+                    if meta.get("grade_id") and meta.get("locked") and not meta.get("grade") and not meta.get("solution"):
+                        texts.setdefault(meta["grade_id"], set()).add((c.cell_type, c.source))
+            cache[key] = texts
+            self._edition_cache = cache
+        return cache[key]
+
     def preprocess_cell(self, cell: Any, resources: Any, cell_index: int) -> tuple[Any, Any]:
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        edition_text = None
         if grade_id is not None and utils.is_locked(cell):
             try:
                 source_cell = self.gradebook.find_source_cell(grade_id, self.notebook_id, self.assignment_id)
             except MissingEntry:
                 source_cell = None
             if (source_cell is not None and source_cell.locked and cell.cell_type == source_cell.cell_type
-                    and cell.source != source_cell.source
-                    and cell.source == self._released_form(cell, source_cell.source)):
-                cell.source = source_cell.source   # what stock nbgrader does next, without the warning
-        return super().preprocess_cell(cell, resources, cell_index)
+                    and cell.source != source_cell.source):
+                if cell.source == self._released_form(cell, source_cell.source):
+                    cell.source = source_cell.source   # what stock nbgrader does next, without the warning
+                elif (not utils.is_grade(cell) and not utils.is_solution(cell)
+                      and (cell.cell_type, cell.source) in self._edition_texts().get(grade_id, set())):
+                    # a question or setup cell exactly as another edition released it: checked as the
+                    # English source (no warning), then given back its edition's trusted text
+                    edition_text, cell.source = cell.source, source_cell.source
+        cell, resources = super().preprocess_cell(cell, resources, cell_index)
+        if edition_text is not None and not utils.is_grade(cell) and not utils.is_solution(cell):
+            cell.source = edition_text
+        return cell, resources
 
     def add_missing_grade_cells(self, nb: Any, resources: Any) -> tuple[Any, Any]:  # type: ignore[override]
         """Re-add the graded cells a submission deleted, each after the nearest earlier cell of the

@@ -104,9 +104,24 @@ def sanitize_html(fragment: str | bytes) -> str:
     """
     text = fragment.decode("utf-8", "replace") if isinstance(fragment, bytes) else str(fragment)
     text = _DROP_WITH_CONTENT.sub("", text)
-    cleaned = _CLEANER.clean(text)
+    cleaned = _IMG_WITHOUT_SRC.sub(_alt_text, _CLEANER.clean(text))
     links = re.compile(r"<a (?=[^>]*\bhref=)")
     return links.sub('<a rel="noopener noreferrer nofollow" target="_blank" ', cleaned)
+
+
+# An image whose source was removed (a web image such as the Colab badge: only data: images load
+# under the page's policy) would show as a broken image: its alt text is shown instead.
+_IMG_WITHOUT_SRC = re.compile(r"""<img\b(?:[^>"']|"[^"]*"|'[^']*')*>""", re.I)
+_ALT = re.compile(r'\balt="([^"]*)"', re.I)
+_SRC = re.compile(r'\ssrc="', re.I)
+
+
+def _alt_text(m: re.Match) -> str:
+    if _SRC.search(re.sub(r'"[^"]*"', '""', m.group(0))):   # a kept (data:) image
+        return m.group(0)
+    alt = _ALT.search(m.group(0))
+    text = html.unescape(alt.group(1)).strip() if alt else ""
+    return f"<span>{html.escape(text)}</span>" if text else ""
 
 
 def clean_html(element: Any) -> str:
@@ -333,13 +348,191 @@ def _patch_formgrader() -> None:
     cls._llm_course_csp = True
 
 
+# --- Formgrader for this course: late work shown, no "Generate" ---------------------------------
+
+GENERATE_REFUSED = (
+    "Not on this course: `nbgrader generate_assignment` would rewrite the committed release "
+    "(notebooks/) and, with --force after an autograde, delete it. Register an assignment in the "
+    "gradebook with `llm-course register NN` (in a shell, in the course root); `llm-course release` "
+    "regenerates notebooks/ (README, \"A class, step by step\").")
+# Formgrader's assignment table: the "Generate" column (nbgrader generate_assignment) says what to
+# run instead, as text, with no button (manage_assignments.js's AssignmentUI renders it).
+NO_GENERATE_SCRIPT = """<script>
+(function () {
+  if (typeof AssignmentUI === "undefined") { return; }
+  var render = AssignmentUI.prototype.render;
+  AssignmentUI.prototype.render = function () {
+    var out = render.apply(this, arguments);
+    this.$assign.empty().append($("<code/>").addClass("llm-course-register")
+      .attr("title", "nbgrader generate_assignment is not used on this course: run this in a shell")
+      .text("llm-course register " + this.model.get("name")));
+    return out;
+  };
+})();
+</script>"""
+LATE_LABEL = "LATE"
+
+
+def late_note(seconds_late: float) -> str:
+    """What Formgrader shows next to a late submission."""
+    from course_tools.grading.late import describe_late
+
+    return f"{LATE_LABEL} ({describe_late(seconds_late)}; late work scores 0)"
+
+
+def _late_map(api: Any, assignment: str) -> dict[str, dict[str, float]]:
+    from course_tools.grading.late import late_submissions
+
+    try:
+        with api.gradebook as gb:
+            return late_submissions(gb, assignment)
+    except Exception:  # pragma: no cover - an unregistered assignment: nothing is late
+        return {}
+
+
+def _mark_late(row: dict[str, Any], late: dict[str, float], timestamp: bool) -> dict[str, Any]:
+    """A Formgrader row of a late submission: the score after the penalty, and the word LATE."""
+    row["late"] = True
+    row["seconds_late"] = late["seconds_late"]
+    if row.get("score") is not None:
+        row["raw_score"] = row["score"]
+        row["score"] = max(0.0, float(row["score"]) - late["penalty"])
+    note = late_note(late["seconds_late"])
+    if timestamp:
+        row["display_timestamp"] = f"{row.get('display_timestamp') or ''} {note}".strip()
+    else:   # the per-notebook tables have no time column: the name cell says it
+        row["last_name"] = f"{row.get('last_name') or row.get('student')} [{LATE_LABEL}]"
+    return row
+
+
+def _patch_formgrader_api() -> None:
+    """nbgrader's ``NbGraderAPI`` (Formgrader's data) for this course (idempotent)."""
+    from nbgrader.apps.api import NbGraderAPI
+
+    if getattr(NbGraderAPI, "_llm_course_api", False):
+        return
+
+    def generate_assignment(self: Any, assignment_id: str, force: bool = True, create: bool = True) -> dict:
+        self.log.warning("refused generate_assignment %s from Formgrader: %s", assignment_id, GENERATE_REFUSED)
+        return {"success": False, "error": GENERATE_REFUSED, "log": GENERATE_REFUSED}
+
+    get_submission, get_submissions = NbGraderAPI.get_submission, NbGraderAPI.get_submissions
+    get_nb_subs, get_student_nb_subs = NbGraderAPI.get_notebook_submissions, NbGraderAPI.get_student_notebook_submissions
+
+    def get_submission_(self: Any, assignment_id: str, student_id: str, *a: Any, **kw: Any) -> dict:
+        row = get_submission(self, assignment_id, student_id, *a, **kw)
+        late = _late_map(self, assignment_id).get(student_id)
+        return _mark_late(row, late, True) if late and row.get("autograded") else row
+
+    def get_submissions_(self: Any, assignment_id: str) -> list:
+        rows = get_submissions(self, assignment_id)
+        late = _late_map(self, assignment_id)
+        return [_mark_late(r, late[r["student"]], True) if r.get("student") in late and r.get("autograded") else r
+                for r in rows]
+
+    def get_notebook_submissions_(self: Any, assignment_id: str, notebook_id: str) -> list:
+        rows = get_nb_subs(self, assignment_id, notebook_id)
+        late = _late_map(self, assignment_id)
+        return [_mark_late(r, late[r["student"]], False) if r.get("student") in late else r for r in rows]
+
+    def get_student_notebook_submissions_(self: Any, student_id: str, assignment_id: str) -> list:
+        rows = get_student_nb_subs(self, student_id, assignment_id)
+        late = _late_map(self, assignment_id).get(student_id)
+        return [_mark_late(r, late, False) if late and r.get("id") else r for r in rows]
+
+    NbGraderAPI.generate_assignment = generate_assignment
+    NbGraderAPI.get_submission = get_submission_
+    NbGraderAPI.get_submissions = get_submissions_
+    NbGraderAPI.get_notebook_submissions = get_notebook_submissions_
+    NbGraderAPI.get_student_notebook_submissions = get_student_notebook_submissions_
+    NbGraderAPI._llm_course_api = True
+
+
+def late_banner(gb: Any, submission_id: str) -> str:
+    """The banner of a Formgrader submission page when the submission was late, else ``""``."""
+    from nbgrader.api import MissingEntry
+
+    try:
+        nb = gb.find_submission_notebook_by_id(submission_id)
+        sub = nb.assignment
+        late = float(sub.total_seconds_late or 0.0)
+        if late <= 0:
+            return ""
+        due = sub.duedate
+        penalty = float(nb.late_submission_penalty or 0.0)
+        score = max(0.0, float(nb.score) - penalty)
+    except (MissingEntry, AttributeError, TypeError):
+        return ""
+    return ('<div class="alert alert-danger llm-course-late" role="alert"><strong>'
+            + html.escape(late_note(late)) + "</strong>: submitted "
+            + html.escape(f"{sub.timestamp:%Y-%m-%d %H:%M:%S}") + " UTC, due "
+            + html.escape(f"{due:%Y-%m-%d %H:%M:%S}") + " UTC. Score after the late penalty: "
+            + html.escape(f"{score:g} / {float(nb.max_score):g}") + " (whatever you grade here).</div>")
+
+
+def _insert_banner(page: str, banner: str) -> str:
+    cut = page.find(STUDENT_CONTENT_START)
+    if not banner or cut < 0:
+        return page
+    start = page.rfind("<", 0, cut)
+    return page[:start] + banner + page[start:]
+
+
+def _patch_formgrader_pages() -> None:
+    """Formgrader's assignment page without "Generate" buttons; late submissions marked (idempotent)."""
+    from nbgrader.server_extensions.formgrader import handlers
+
+    cls = handlers.ManageAssignmentsHandler
+    if not getattr(cls, "_llm_course_pages", False):
+        original = cls.write
+
+        def write(self: Any, chunk: Any) -> None:
+            if isinstance(chunk, bytes):
+                chunk = chunk.decode("utf-8")
+            if isinstance(chunk, str) and "manage_assignments.js" in chunk:
+                chunk = re.sub(r'(<script src="[^"]*/manage_assignments\.js"></script>)',
+                               lambda m: m.group(1) + NO_GENERATE_SCRIPT, chunk, count=1)
+                chunk = chunk.replace('<th class="text-center no-sort">Generate</th>',
+                                      '<th class="text-center no-sort">Register (shell)</th>')
+                chunk = re.sub(r"<li>To <b>generate</b>.*?</li>",
+                               "<li>To put an assignment into the gradebook, run <code>llm-course register NN</code> "
+                               "in a shell (not the generate step: the release is committed).</li>", chunk, flags=re.S)
+            original(self, chunk)
+
+        cls.write = write
+        cls._llm_course_pages = True
+    sub = handlers.SubmissionHandler
+    if not getattr(sub, "_llm_course_late", False):
+        original_sub = sub.write
+
+        def write_sub(self: Any, chunk: Any) -> None:
+            if isinstance(chunk, bytes):
+                chunk = chunk.decode("utf-8")
+            if isinstance(chunk, str) and self.path_args:
+                try:
+                    chunk = _insert_banner(chunk, late_banner(self.gradebook, self.path_args[0]))
+                except Exception as exc:  # pragma: no cover - never lose the page for a banner
+                    self.log.warning("llm-course: no late banner: %s", exc)
+            original_sub(self, chunk)
+
+        sub.write = write_sub
+        sub._llm_course_late = True
+
+
 def _jupyter_server_extension_points() -> list[dict[str, str]]:
     return [{"module": "course_tools.grading.render"}]
 
 
 def _load_jupyter_server_extension(serverapp: Any) -> None:
-    """Jupyter server extension: the Formgrader submission pages get :func:`submission_page_csp`."""
+    """Jupyter server extension: the Formgrader submission pages get :func:`submission_page_csp`;
+    late submissions are marked, "Generate" is replaced by what to run, and a grade saved in
+    Formgrader keeps late work at 0 (:mod:`course_tools.grading.late`)."""
+    from course_tools.grading import late
+
+    late.install()
+    _patch_formgrader_pages()   # before the nonce patch: its write wraps this one
     _patch_formgrader()
+    _patch_formgrader_api()
     serverapp.log.info("llm-course: Formgrader submission pages served with a script nonce policy")
 
 

@@ -20,8 +20,10 @@ inner … python -m ipykernel_launcher``:
   nbgrader folder, filled from a pristine copy of the submission's regular files
   (``pristine.py``); nbgrader's ``autograded/`` folder is not in the sandbox at all, so what the
   kernel writes is discarded with it and nothing it made is ever followed by the grader.
-* **no network, no survivors**: private network, PID, IPC and UTS namespaces; the kernel talks to
-  nbgrader over ZMQ IPC sockets in a private folder; every process dies with the kernel.
+* **no network, no survivors, nothing left behind**: private network, PID, IPC and UTS namespaces;
+  the kernel talks to nbgrader over ZMQ IPC sockets in a private folder; every process dies with
+  the kernel; a seccomp filter (``seccomp.py``) refuses the kernel keyrings (``add_key``,
+  ``keyctl``, ``request_key``), which no namespace makes private to one kernel.
 * **limits** (``limits.py``): memory and tasks (cgroups), rlimits, tmpfs sizes, and the output
   and wall-clock limits of :class:`LimitedExecution`.
 
@@ -52,9 +54,12 @@ from nbformat.notebooknode import NotebookNode, from_dict
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Enum, List, Type, Unicode
 
+from course_tools.grading.launch import SECCOMP_FD
 from course_tools.grading.limits import GradingLimits, KernelCgroup, rlimits
 from course_tools.grading.pristine import IGNORE as PRISTINE_IGNORE
 from course_tools.grading.pristine import copy_regular_files
+from course_tools.grading.seccomp import SeccompUnavailable
+from course_tools.grading.seccomp import write_filter as write_seccomp_filter
 from course_utils.paths import cache_dir, repo_root
 from course_utils.records import RECORD_ENV
 
@@ -303,6 +308,11 @@ class SandboxedKernelManager(AsyncKernelManager):
                     "the next student's grade. Install bubblewrap, or pass "
                     "--SandboxedKernelManager.allow_unsandboxed=True to grade anyway.")
             self.log.warning("autograding WITHOUT a sandbox (%s): --SandboxedKernelManager.allow_unsandboxed", reason)
+        from course_tools.grading.course_code import problem as course_code_problem
+
+        mismatch = course_code_problem()   # the same course code in the grader and the kernel (cached)
+        if mismatch is not None:
+            raise SandboxUnavailable(f"Autograding refuses to start a kernel: {mismatch}")
         parent = None
         if os.geteuid() == 0:
             # outside /tmp: the launcher mounts a fresh /tmp inside, which would hide the sockets
@@ -376,11 +386,18 @@ class SandboxedKernelManager(AsyncKernelManager):
             os.chown(self.connection_file, limits.uid, limits.gid)   # the kernel reads its key there
             subprocess.run(["chmod", "-R", "a+rX", str(stage)], check=False)
         py = os.path.realpath(sys.executable)
+        # no keyring, no key: nothing one kernel can leave for another through the kernel's keys (seccomp.py)
+        try:
+            bpf = write_seccomp_filter(base / "seccomp.bpf")
+        except SeccompUnavailable as exc:
+            raise SandboxUnavailable(f"Autograding refuses to run student code without its seccomp filter: {exc}") from None
         outer = [py, "-I", "-S", str(LAUNCH), "outer",
-                 json.dumps({"procs": self._cgroup.procs_files(), "rlimits": rlimits(limits, self._cgroup.active)}), "--"]
+                 json.dumps({"procs": self._cgroup.procs_files(), "rlimits": rlimits(limits, self._cgroup.active),
+                             "seccomp": str(bpf)}), "--"]
         inner = [py, "-I", "-S", str(LAUNCH), "inner", json.dumps(inner_spec(workdir, home, limits)), "--"]
         args = bwrap_args(workdir, base / "sock", home, stage, limits, [Path(p) for p in self.extra_private],
                           list(self.masked_packages), base / "stubs")
+        args[1:1] = ["--seccomp", SECCOMP_FD]
         kw["cwd"] = str(base)
         await super()._async_launch_kernel(outer + args + ["--", *inner, *kernel_cmd], **kw)
 
@@ -404,6 +421,10 @@ class LimitedExecution(NotebookClient):
     * A cell that runs past its timeout is interrupted (as a message: a signal would stop at the
       sandbox); a kernel that does not answer the interrupt, dies (memory limit) or passes the
       notebook's ``wall_seconds`` is stopped.
+    * Code cells outside the exercises (no nbgrader id: the source has a few, the rest a student
+      added) beyond ``GradingLimits.ungraded_cells`` are not run (one note says so): 20,000 cells
+      of ``pass`` held the grader 295 s, every cell within its own limit. The exercises' cells
+      always run.
     * After a stop, the remaining cells are not run: each gets an error output saying why, so the
       cells before keep their points, the rest score 0, and the submission is graded and gets
       feedback instead of being dropped by nbgrader.
@@ -461,6 +482,18 @@ class LimitedExecution(NotebookClient):
         if cell.cell_type != "code" or not cell.source.strip():
             return await super().async_execute_cell(cell, cell_index, execution_count, store_history)
         limits = self._limits()
+        if not cell.get("metadata", {}).get("nbgrader", {}).get("grade_id"):
+            # a cell of no exercise: the source has a handful, any more a student added (the
+            # gradebook's cells keep their ids; nbgrader drops an id it does not know)
+            self._ungraded = getattr(self, "_ungraded", 0) + 1
+            if self._ungraded > limits.ungraded_cells:
+                cell.outputs = []
+                if self._ungraded == limits.ungraded_cells + 1:
+                    self.log.warning("more than %d code cells outside the exercises: the rest are not run",
+                                     limits.ungraded_cells)
+                    self._note(cell, f"not run, nor any later code cell outside the exercises: the notebook has more "
+                                     f"than {limits.ungraded_cells} of them (GradingLimits.ungraded_cells)")
+                return cell
         if self._stopped is None and time.monotonic() - self._started_at > limits.wall_seconds:
             await self._stop(f"the notebook ran past its {limits.wall_seconds} s")
         if self._stopped is not None:
