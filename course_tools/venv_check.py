@@ -51,9 +51,17 @@ def check(venv: Path, origin: str, requested: Path, asked: str = "", note: bool 
     when other accounts cannot run the environment (``make install`` only)."""
     have = venv_interpreter(venv)
     lines: list[str] = []
-    if have is None:
-        return 0, lines
     at = "" if str(venv) == ".venv" else f" VENV={venv}"
+    if have is None:   # the first install: warn before the environment is made with that interpreter
+        closed = closed_folder(requested) if note else None
+        if closed is not None:
+            lines += [
+                f"make: note: the interpreter {requested} is under {closed}, which other accounts cannot enter:",
+                f"  the {venv} made now will work for you, but students' accounts cannot run it (Permission denied).",
+                f"  For a class, stop now (Ctrl-C) and run: make install{at} PYTHON=/usr/bin/python3"
+                "   (README, \"A shared environment for the class\")",
+            ]
+        return 0, lines
     if origin in ("command line", "environment") and have != requested:
         lines += [
             f"make: {venv} already exists, made by {have}; PYTHON asks for {requested}.",

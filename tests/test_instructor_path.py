@@ -103,6 +103,20 @@ def test_make_install_with_another_python_says_what_to_do(tmp_path):
     assert re.search(r"make clean && make install PYTHON=/usr/bin/python3", README), "the README does not say it"
 
 
+def test_first_install_with_a_private_interpreter_warns(tmp_path):
+    """(2) The first ``make install`` (no environment yet) already says when students could not run
+    the environment it is about to make (an instructor following the README met it only on a rerun)."""
+    from course_tools.venv_check import check
+
+    private = tmp_path / "home"
+    (private / "bin").mkdir(parents=True)
+    private.chmod(0o700)
+    status, lines = check(tmp_path / "no-venv-yet", "file", private / "bin" / "python3", note=True)
+    assert status == 0 and any("cannot enter" in ln for ln in lines) and any("PYTHON=/usr/bin/python3" in ln for ln in lines), lines
+    status, lines = check(tmp_path / "no-venv-yet", "file", private / "bin" / "python3", note=False)
+    assert status == 0 and lines == []           # make lab: no note
+
+
 def test_shakespeare_build_reports_progress(tmp_path):
     """(7) The long build prints its phases and steps (``make install`` was silent for 13 minutes)."""
     env = {k: v for k, v in os.environ.items() if k != "LLM_COURSE_CACHE"}
