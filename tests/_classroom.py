@@ -92,6 +92,18 @@ RIGHT = "def double(x):\n    return 2 * x\n"
 PARTLY = "def double(x):\n    return 2 * x if isinstance(x, int) else x\n"   # test_int passes, test_str fails
 
 
+def double_test_cell(gid: str, arg: object, key: str, points: int, probe: bool = False) -> dict:
+    """A test cell of the small ``double`` assignment: a visible check, and a hidden record of
+    ``double(arg)`` under ``key`` (in a probe block without ``gguf`` when ``probe``: the probe kernel
+    runs that block alone, so it imports what it uses)."""
+    body = f"record({key!r}, double({arg}))\n"
+    if probe:
+        body = f"### BEGIN PROBE WITHOUT gguf\nfrom course_utils.grading import record\n{body}### END PROBE\n"
+    return nbgrader_cell("code", f"from course_utils.grading import check_equal\ncheck_equal('double(3)', double(3), 6)\n"
+                                 f"### BEGIN HIDDEN TESTS\nfrom course_utils.grading import record\n{body}"
+                                 f"### END HIDDEN TESTS", gid, grade=True, points=points)
+
+
 def make_course(course: Path) -> Path:
     """A course root: the course's ``nbgrader_config.py`` and the source ``solutions/ex01/ex01.ipynb``."""
     (course / "solutions" / AID).mkdir(parents=True)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from _classroom import nbgrader_cell as _cell
+from _classroom import double_test_cell, nbgrader_cell as _cell
 from _classroom import others_may_enter
 from course_tools.grading import sandbox
 from course_tools.grading.selftest import autograde_submissions
@@ -33,13 +33,7 @@ CH = "isolation"
 pytestmark = pytest.mark.skipif(sandbox.probe() is not None, reason=f"no bubblewrap here: {sandbox.probe()}")
 
 
-def _test(gid, arg, key, points, probe=False):
-    body = f"record({key!r}, double({arg}))\n"
-    if probe:   # the probe kernel runs the probe block alone: it imports what it uses
-        body = f"### BEGIN PROBE WITHOUT gguf\nfrom course_utils.grading import record\n{body}### END PROBE\n"
-    return _cell("code", f"from course_utils.grading import check_equal\ncheck_equal('double(3)', double(3), 6)\n"
-                         f"### BEGIN HIDDEN TESTS\nfrom course_utils.grading import record\n{body}"
-                         f"### END HIDDEN TESTS", gid, grade=True, points=points)
+_test = double_test_cell
 
 
 SOURCE = {

@@ -34,7 +34,7 @@ import time
 
 import pytest
 
-from _classroom import nbgrader_cell as _cell
+from _classroom import double_test_cell, nbgrader_cell as _cell
 from course_tools.grading import sandbox
 from course_tools.grading.selftest import autograde_submissions
 from course_utils.paths import repo_root
@@ -44,13 +44,7 @@ pytestmark = [pytest.mark.skipif(sandbox.probe() is not None, reason=f"no bubble
               pytest.mark.skipif(platform.machine() != "x86_64", reason="the attack uses x86_64 system call numbers")]
 
 
-def _test(gid: str, arg: object, key: str, points: int, probe: bool = False) -> dict:
-    body = f"record({key!r}, double({arg}))\n"
-    if probe:
-        body = f"### BEGIN PROBE WITHOUT gguf\nfrom course_utils.grading import record\n{body}### END PROBE\n"
-    return _cell("code", f"from course_utils.grading import check_equal\ncheck_equal('double(3)', double(3), 6)\n"
-                         f"### BEGIN HIDDEN TESTS\nfrom course_utils.grading import record\n{body}"
-                         f"### END HIDDEN TESTS", gid, grade=True, points=points)
+_test = double_test_cell
 
 
 SOURCE = {
