@@ -287,7 +287,7 @@ def _translate(args: argparse.Namespace) -> int:
 
     lang = args.lang
     if args.action == "update":
-        for path in tr.update(lang):
+        for path in tr.update(lang, only=args.names or None):
             print(f"updated {path}")
         print(tr.coverage_report(lang))
         return 0
@@ -381,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(fn=_execute)
     p = sub.add_parser("translate", help="the pt-BR edition: catalogues, coverage, build, checks")
     p.add_argument("action", choices=["update", "status", "build", "check", "pending", "fill"],
-                   help="update: merge the English text into the catalogues (changed entries become fuzzy); "
+                   help="update [NAMES]: merge the English text into the catalogues (all, or the named ones; changed entries become fuzzy); "
                         "status: coverage; build: the edition's notebooks and compiled messages; check: drift; "
                         "pending NAME: untranslated blocks as JSON; fill NAME FILE.json: write translations")
     p.add_argument("names", nargs="*", help="chapters (build), catalogue names (pending), or NAME FILE (fill)")

@@ -20,6 +20,9 @@ helper                 what it is                                              c
 :func:`wilson`         Wilson score interval of a proportion                   09, 13
 :func:`mcnemar_exact`  McNemar's exact test of two paired classifiers          09, 13
 :func:`sign_test`      sign test (binomial test of the positive differences)   13
+:func:`holm`           Holm-adjusted p-values of a family of tests             08, 10, 11
+:func:`paired_mde`     smallest paired difference a test detects (set power)   09, 12
+:func:`diff_proportions_ci`  difference of two proportions, Newcombe interval   13
 =====================  ======================================================  ==================
 
 All intervals are two-sided at ``level`` (95 % by default). Seeded helpers give the same numbers
@@ -224,3 +227,53 @@ def sign_test(d: ArrayLike, alternative: str = "two-sided") -> float:
     if n_nonzero == 0:
         return 1.0
     return float(_st.binomtest(n_pos, n_nonzero, 0.5, alternative=alternative).pvalue)
+
+
+def holm(pvalues: ArrayLike, alpha: float = 0.05) -> list[float]:
+    """Holm-adjusted p-values of a family of tests read together.
+
+    ``statsmodels.stats.multitest.multipletests(p, alpha, method="holm")[1]``: controls the
+    family-wise error rate (the chance of any false "difference" in the family) without assuming
+    the tests independent. A chapter that prints a table of tests and reads them one by one
+    (chapter 08's benchmark cells, chapter 10's 2 × 2, chapter 11's formats) compares the adjusted
+    values with ``alpha``.
+    """
+    from statsmodels.stats.multitest import multipletests
+
+    p = _array(pvalues)
+    if p.size == 0:
+        return []
+    return [float(x) for x in multipletests(p, alpha=alpha, method="holm")[1]]
+
+
+def paired_mde(sd: float, n: int, power: float = 0.8, alpha: float = 0.05) -> float:
+    """Smallest mean paired difference a two-sided paired t-test detects with ``power``.
+
+    ``statsmodels.stats.power.TTestPower().solve_power(nobs=n, alpha=alpha, power=power)`` gives
+    the standardized effect; times ``sd`` (the standard deviation of the differences, fixed in
+    advance or from a pilot) it is in the measurement's units. What a null result can rule out is
+    said with this number fixed before the run, never with the "observed power" of the run itself
+    (a function of its p-value).
+    """
+    from statsmodels.stats.power import TTestPower
+
+    if n < 2:
+        raise ValueError(f"need at least 2 pairs, got {n}")
+    d = TTestPower().solve_power(effect_size=None, nobs=n, alpha=alpha, power=power, alternative="two-sided")
+    return float(d) * float(sd)
+
+
+def diff_proportions_ci(k1: int, n1: int, k2: int, n2: int, level: float = 0.95) -> Interval:
+    """Difference of two independent proportions ``k1/n1 - k2/n2`` with Newcombe's score interval.
+
+    ``statsmodels.stats.proportion.confint_proportions_2indep(k1, n1, k2, n2, method="newcomb",
+    compare="diff")``: stays inside [-1, 1] and behaves at 0 and n successes, unlike the Wald
+    ``d ± z·se``. For paired outcomes (the same questions before and after) use
+    :func:`mcnemar_exact` instead.
+    """
+    from statsmodels.stats.proportion import confint_proportions_2indep
+
+    if n1 == 0 or n2 == 0:
+        raise ValueError("both groups need at least one trial")
+    lo, hi = confint_proportions_2indep(k1, n1, k2, n2, method="newcomb", compare="diff", alpha=1 - level)
+    return Interval(k1 / n1 - k2 / n2, float(lo), float(hi))

@@ -102,6 +102,38 @@ def test_sign_test_is_binomtest():
     assert S.sign_test([0, 0]) == 1.0
 
 
+def test_holm_is_multipletests():
+    from statsmodels.stats.multitest import multipletests
+
+    p = [0.01, 0.04, 0.03, 0.5]
+    assert S.holm(p) == pytest.approx(list(multipletests(p, method="holm")[1]))
+    # by hand: sorted 0.01, 0.03, 0.04, 0.5 times 4, 3, 2, 1, made monotone: 0.04, 0.09, 0.09, 0.5
+    assert S.holm(p) == pytest.approx([0.04, 0.09, 0.09, 0.5])
+    assert S.holm([]) == []
+
+
+def test_paired_mde_solves_the_power_equation():
+    from statsmodels.stats.power import TTestPower
+
+    mde = S.paired_mde(sd=2.0, n=20, power=0.8)
+    assert TTestPower().power(effect_size=mde / 2.0, nobs=20, alpha=0.05) == pytest.approx(0.8, abs=1e-6)
+    # more pairs detect smaller differences
+    assert S.paired_mde(2.0, 80) < mde
+    with pytest.raises(ValueError):
+        S.paired_mde(1.0, 1)
+
+
+def test_diff_proportions_ci_is_newcombe():
+    from statsmodels.stats.proportion import confint_proportions_2indep
+
+    est, lo, hi = S.diff_proportions_ci(7, 12, 5, 12)
+    ref = confint_proportions_2indep(7, 12, 5, 12, method="newcomb", compare="diff")
+    assert est == pytest.approx(2 / 12) and (lo, hi) == pytest.approx(tuple(ref))
+    # stays inside [-1, 1] at the edges, where Wald would not
+    est, lo, hi = S.diff_proportions_ci(12, 12, 0, 12)
+    assert est == 1.0 and -1 <= lo < 1 and hi <= 1
+
+
 # --- the chapters call these helpers instead of carrying their own copies -------------------------
 import re  # noqa: E402
 from pathlib import Path  # noqa: E402

@@ -16,16 +16,20 @@
 # (the context window), §5.9 (in practice).
 #
 # **You will implement (graded).**
-# 1. `build_few_shot_prompt` — the book's `Texto: … / Sentimento: …` prompt with any number of examples (2 pts)
+# 1. `build_few_shot_prompt` — the book's `Texto: … / Sentimento: …` prompt with any number of examples (1 pt)
 # 2. `normalize_label` — model answer → `POSITIVO` / `NEGATIVO` / `None` (accents, case, punctuation, extra words, English) (2 pts)
 # 3. `majority_vote` — self-consistency vote that abstains (`INDETERMINADO`) on ties (2 pts)
 # 4. `evaluate_accuracy` — an accuracy harness around any generator (2 pts)
-# 5. `truncate_tokens` — cut a token sequence to a budget, from the left or from the right (2 pts)
+# 5. `truncate_tokens` — cut a token sequence to a budget, from the left or from the right (1 pt)
+# 6. `control_demos` — the control demonstrations that tell *recognising* a task from *learning* a
+#    mapping in context: wrong pairs, another order, a made-up mapping (2 pts, section 9.7)
 #
 # plus one written question (3 pts) that must cite the accuracies this notebook measured.
 #
-# Every graded function is tested with a **scripted fake generator** (a Python function that
-# returns canned answers), so no test depends on a model. The model is only used to measure.
+# Every graded function is tested without a model (a **scripted fake generator** — a Python
+# function that returns canned answers — or plain lists), so no test depends on a model. The model
+# is only used to measure. Each exercise states its whole contract in the text above the code: the
+# hidden tests check every clause stated there, and nothing else.
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # Setup: on Colab this installs the course; locally `make lab` already did.
@@ -197,6 +201,14 @@ print(f"greedy zero-shot answer {zero_answer!r} contains the review's word 'desp
 # and the query block ends with `Sentimento:` (nothing after the colon: the model writes the
 # label). With no example you get the book's zero-shot prompt exactly; with the book's two
 # examples, its few-shot prompt exactly.
+#
+# **The contract** (each clause is checked):
+# - the result is `separator.join([task, block_1, ..., block_n, query_block])`, a `str`; `separator`
+#   defaults to a blank line (`"\n\n"`) and goes between consecutive parts;
+# - `examples` is any iterable of `(text, label)` pairs (tuples or lists), possibly empty (zero-shot),
+#   and is not modified; texts, labels and the query are used as given (no stripping);
+# - `ValueError` if `task` or `query` is empty or only whitespace, if an example is not a pair, or if
+#   an example's text or label is empty or only whitespace.
 
 # %% nbgrader={"grade": false, "grade_id": "ex1_few_shot", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def build_few_shot_prompt(task, examples, query, separator="\n\n"):
@@ -236,7 +248,7 @@ def build_few_shot_prompt(task, examples, query, separator="\n\n"):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "test_ex1_few_shot", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade": true, "grade_id": "test_ex1_few_shot", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 from course_utils.grading import check_close, check_equal, check_true
 
 _book_ex = [("Adorei, foi excelente e emocionante.", "POSITIVO"), ("Péssimo. Não recomendo para ninguém.", "NEGATIVO")]
@@ -300,6 +312,8 @@ expect("build_few_shot_prompt('T', [(' bom ', ' POSITIVO')], '  ruim. ') (texts,
 #    `NEGATIVE` → `NEGATIVO`; other words are ignored (no substring matching: `POSITIVELY`
 #    is not `POSITIVE`);
 # 4. exactly one label found (possibly several times) → that label; none, or both → `None`.
+#
+# An `answer` that is not a `str` (`None`, a number, a list, `bytes`) raises `TypeError`.
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_normalize", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def normalize_label(answer):
@@ -378,6 +392,12 @@ for _bad in _bads:
 #
 # `collections.Counter.most_common(1)` is **not** enough: on a tie it returns whichever label it
 # met first.
+#
+# **The contract** (each clause is checked): `labels` is a non-empty sequence (list or tuple) of
+# labels (any strings) and `None`; the winner is the label with strictly more votes than every other
+# label, among any number of labels; `None` entries do not vote; when no sample voted or two or more
+# labels share the top count, return `abstain` (default `"INDETERMINADO"`, any value the caller
+# passes, `None` included); `labels` is not modified; an empty `labels` raises `ValueError`.
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_vote", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def majority_vote(labels, abstain="INDETERMINADO"):
@@ -455,6 +475,18 @@ expect("majority_vote([]) (no samples at all is a caller error)", "raises ValueE
 # tests — a scripted fake. Unparsed answers (`parse` returns `None`) and abstentions are
 # **wrong answers**, not excluded examples: dividing by the number of parsed answers would
 # reward a prompt that makes the model refuse every hard example.
+#
+# **The contract** (each clause is checked):
+# - `examples` is a non-empty sequence (list or tuple) of dicts with keys `"text"` and `"label"`
+#   (other keys are ignored); it is not modified;
+# - `generate` is called **exactly once per example, in the order of `examples`**, on
+#   `make_prompt(example["text"])` — no caching: the same text twice is two calls (a sampled model may
+#   answer differently);
+# - each answer goes through `parse`; the result is a dict with `"accuracy"` (a `float`: predictions
+#   equal to the label / number of examples), `"n"` (number of examples), `"n_correct"`,
+#   `"n_unparsed"` (number of `None` predictions — an abstention such as `INDETERMINADO` is parsed, and
+#   wrong) and `"predictions"` (a list, one per example, in order);
+# - an empty `examples` raises `ValueError` before any call to `generate`.
 
 # %% nbgrader={"grade": false, "grade_id": "ex4_harness", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def evaluate_accuracy(generate, examples, make_prompt, parse):
@@ -590,6 +622,13 @@ expect("prompts generated for an empty labelled set (there must be none)", [])
 #   a chat history, the question) — `tokenizer.truncation_side = "left"`;
 # - `side="right"` drops tokens at the **end** and keeps the first `budget` tokens (the
 #   instruction) — the tokenizers' default `truncation_side = "right"`.
+#
+# **Exercise 5's contract** (each clause is checked): `ids` is a list, a tuple or a 1-D
+# `torch.Tensor`; the default side is `"left"`; the result is a **new** `list` of Python `int`s,
+# `min(len(ids), budget)` long, in the original order (also when nothing is cut: never `ids`
+# itself), and agrees with the tokenizer's own `truncation_side`; `ids` is not modified; `ValueError`
+# if `budget` is not an `int` ≥ 1 (`2.0` is not an `int`) or `side` is not exactly `"left"` or
+# `"right"`.
 
 # %% nbgrader={"grade": false, "grade_id": "window_sizes", "locked": true, "schema_version": 3, "solution": false, "task": false} tags=["nbval-check-output"]
 gpt2_window = GPT2Config().n_positions          # no download: the default config is GPT-2 small's
@@ -629,7 +668,7 @@ def truncate_tokens(ids, budget, side="left"):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "test_ex5_truncate", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade": true, "grade_id": "test_ex5_truncate", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 from course_utils.grading import check_close, check_equal, check_true
 
 _ids = list(range(10, 20))
@@ -705,8 +744,9 @@ for _bad in _bad_args:
 # Cut to GPT-2's window the two ways, and look for the instruction and the question in what
 # is left. Token counts depend on the tokenizer in the banner (GPT-2's tokenizer gives 10 063
 # tokens for this prompt in the companion; yours may differ). Keeping the head **and** the
-# tail — the rule of thumb of §5.8 "put an important instruction at the head and repeat it near
-# the tail" — keeps both.
+# tail keeps both — the rule of thumb the book's companion notebook prints after this experiment,
+# "put an important instruction at the head and repeat it near the tail" (the companion's, not
+# Book §5.8's: the book's §5.8 only prints GPT-2's window).
 
 # %% nbgrader={"grade": false, "grade_id": "banana", "locked": true, "schema_version": 3, "solution": false, "task": false}
 instruction = "INSTRUÇÃO CRÍTICA: responda sempre com a palavra 'BANANA'.\nNão explique. Não escreva mais nada.\n\n"
@@ -964,46 +1004,37 @@ else:
 
 # %% [markdown]
 # **What can a null result at this n tell?** A p-value above 0.05 says the data are compatible with
-# "no difference"; it does not say the difference is zero. Two computations say how much the planned
-# test (the first line above) could have seen:
+# "no difference"; it does not say the difference is zero. Two computations say what the planned
+# test (the first line above) can tell, neither of them a function of its p-value:
 # - the 95 % interval of the paired accuracy difference (`paired_t` on the per-example differences
 #   right A − right B): every difference inside it is compatible with the data;
-# - the **power** of McNemar's exact test at α = 0.05 if the true discordance rates were the observed
-#   ones, b/n and c/n: the probability that the same experiment on n fresh examples reaches p < 0.05.
-#   It is computed exactly, not simulated: the number of discordant examples D is binomial(n, (b + c)/n)
-#   and, given D, b is binomial(D, b/(b + c)); we add up the probabilities of the (D, b) whose
-#   `mcnemar_exact` p-value is below 0.05. The same sum at larger n says how many examples the test needs.
+# - the **minimum detectable effect** at a power fixed before the run, 0.8 at α = 0.05
+#   (`course_utils.stats.paired_mde`): the smallest true mean difference a paired test on n examples
+#   finds four times in five. It needs the standard deviation of the per-example difference, from a
+#   stated source: (i) the bound that holds for any two right/wrong outcomes — a difference of 0 or
+#   ±1 has a standard deviation of at most 1 — which needs no data at all, and (ii) this run's own
+#   standard deviation, as a pilot would give it for the next, larger run.
+#
+# (The "observed power" — the power computed at the effect the run happened to see — is a function of
+# the p-value and says nothing the p-value does not; it is not used.)
 
 # %% nbgrader={"grade": false, "grade_id": "power", "locked": true, "schema_version": 3, "solution": false, "task": false}
-from scipy import stats as st
-
-from course_utils.stats import paired_t
+from course_utils.stats import paired_mde, paired_t
 
 if RESULTS:
     (a, b_) = pairs[0]                            # the planned test: few-shot vs zero-shot
     ra, rb = RIGHT[(*a, "scored")], RIGHT[(*b_, "scored")]
+    diff_ab = np.array(ra, float) - np.array(rb, float)
     d = paired_t(np.array(ra, float), np.array(rb, float))
     b, c, p = PAIRED[(a, b_)]
     print(f"{' '.join(a)} - {' '.join(b_)}, label-scored, n = {len(EVAL)}: accuracy difference {d.diff:+.3f}"
           f" [95% paired t interval {d.low:+.3f}, {d.high:+.3f}]; McNemar b = {b}, c = {c}, p = {p:.4f}")
-    REJECTS = {}                                  # D -> for b = 0..D: does McNemar's exact test reject at 0.05?
-    POWER = {}
-    for n in ([len(EVAL)] if b + c == 0 else [len(EVAL) * m for m in (1, 2, 3, 4, 5)]):
-        if b + c == 0:
-            print("no discordant example: the observed rates give no alternative to compute a power for")
-            break
-        total = 0.0
-        for D in range(n + 1):
-            p_D = st.binom.pmf(D, n, (b + c) / len(EVAL))
-            if p_D < 1e-12:
-                continue
-            if D not in REJECTS:
-                REJECTS[D] = np.array([mcnemar_exact([1] * k + [0] * (D - k), [0] * k + [1] * (D - k)).pvalue < 0.05
-                                       for k in range(D + 1)])
-            total += p_D * float(st.binom.pmf(np.arange(D + 1), D, b / (b + c)) @ REJECTS[D])
-        POWER[n] = total
-        print(f"power of McNemar's exact test (alpha 0.05) at the observed rates b/n = {b / len(EVAL):.3f},"
-              f" c/n = {c / len(EVAL):.3f}, with n = {n:3d} examples: {total:.3f}")
+    SD_SOURCES = {"bound for right/wrong outcomes": 1.0, "this run's differences (a pilot's)": float(diff_ab.std(ddof=1))}
+    MDE = {}
+    print("minimum detectable accuracy difference, paired test, power 0.8, alpha 0.05:")
+    for source, sd in SD_SOURCES.items():
+        MDE[source] = {n: paired_mde(sd, n) for n in (len(EVAL), 2 * len(EVAL), 4 * len(EVAL), 8 * len(EVAL))}
+        print(f"  SD {sd:.3f} ({source}): " + ", ".join(f"n = {n}: {m:.3f}" for n, m in MDE[source].items()))
 else:
     print("skipped while autograding")
 
@@ -1020,13 +1051,14 @@ else:
 #   raw text 0.500 vs 0.521 (−0.021, p = 1.0000). **Strict vs loose: none either**: +0.000 with the
 #   chat template, +0.083 in raw text (b = 4, c = 0, p = 0.1250). No line of the table reaches
 #   p < 0.05.
-# - **"Not detected" is not "absent".** The planned test could hardly have detected an effect of the
-#   size it saw: at the observed discordance rates (12 and 6 of 48 examples) McNemar's exact test has
-#   power 0.221 at n = 48 — it misses a real effect this large about four times in five — and would
-#   need about 192 examples to reach power 0.787. The paired interval of the difference, +0.125
-#   [−0.051, +0.301] (`paired_t`), contains no effect and also a gain of 0.3. What n = 48 does rule
-#   out is a large *loss* from the examples; it cannot tell a small gain from none. (Section 9.6 shows
-#   what a real in-context effect looks like on the same model.)
+# - **"Not detected" is not "absent".** The paired interval of the difference, +0.125 [−0.051, +0.301]
+#   (`paired_t`), contains no effect and also a gain of 0.3: the data rule out a loss larger than
+#   0.051 from the examples, and cannot tell a small gain from none. Fixed before looking (power
+#   0.8, α = 0.05), a paired test on n = 48 examples detects a difference of 0.413 whatever the two
+#   prompts do (the standard deviation bound 1), or 0.250 if the next run's differences spread like
+#   this one's (SD 0.606); a gain of 0.125 would need between 192 examples (0.123) and more than 384
+#   (0.143 at the bound). So this null says "probably no effect of 0.250 or more", not "no effect". (Section 9.6
+#   shows what a large in-context effect looks like on the same model.)
 # - **What the prompt does change is the format of the free answer.** Few-shot parses 0/48 greedy
 #   answers with the chat template and 48/48 as raw text; strict 3/48 vs 30/48. The chat-template
 #   answers echo the message (`Passei o que n`, `Texto: "Adore`), the raw ones continue the
@@ -1166,6 +1198,12 @@ def antonym_prompt(demos, word):
     return "".join(f"{x} -> {y}\n" for x, y in demos) + f"{word} ->"
 
 
+def antonym_answers(prompts):
+    """Greedy answers (raw text, 3 new tokens), each cut to its first line, stripped and lower-cased."""
+    greedy = run_prompts(model, tok, prompts, (), "raw", gen_tokens=3, chunk=len(prompts))["greedy"]
+    return [g.split("\n")[0].strip().lower() for g in greedy]
+
+
 print(f"--- a 2-shot prompt ---\n{antonym_prompt(ANT_POOL[:2], ANT_TEST[0][0])}")
 
 # %% nbgrader={"grade": false, "grade_id": "icl_sweep", "locked": true, "schema_version": 3, "solution": false, "task": false}
@@ -1179,9 +1217,7 @@ if not AUTOGRADING:
             if k == 0 and seed != ICL_SEEDS[0]:   # no demonstration: the same prompts for every set
                 ICL_ANSWERS[(seed, 0)], ICL_RIGHT[(seed, 0)] = ICL_ANSWERS[(ICL_SEEDS[0], 0)], ICL_RIGHT[(ICL_SEEDS[0], 0)]
                 continue
-            prompts = [antonym_prompt(ICL_DEMOS[seed][:k], w) for w, _ in ANT_TEST]
-            greedy = run_prompts(model, tok, prompts, (), "raw", gen_tokens=3, chunk=len(prompts))["greedy"]
-            ICL_ANSWERS[(seed, k)] = [g.split("\n")[0].strip().lower() for g in greedy]
+            ICL_ANSWERS[(seed, k)] = antonym_answers([antonym_prompt(ICL_DEMOS[seed][:k], w) for w, _ in ANT_TEST])
             ICL_RIGHT[(seed, k)] = [a in ok for a, (_, ok) in zip(ICL_ANSWERS[(seed, k)], ANT_TEST)]
     n_ant = len(ANT_TEST)
     print(f"model in the banner, {n_ant} evaluation words, greedy, exact match; accuracy [95% Wilson] per demonstration set")
@@ -1201,6 +1237,8 @@ else:
     print("skipped while autograding")
 
 # %% nbgrader={"grade": false, "grade_id": "icl_tests", "locked": true, "schema_version": 3, "solution": false, "task": false}
+from statsmodels.stats.contingency_tables import cochrans_q
+
 ICL_TESTS = {}
 if ICL_RIGHT:
     zero = np.array(ICL_RIGHT[(ICL_SEEDS[0], 0)], float)
@@ -1214,6 +1252,17 @@ if ICL_RIGHT:
               + "; ".join(f"({t.b}, {t.c}, {t.pvalue:.2g})" for t in tests))
         print(f"        mean over the sets - zero-shot, per word: {d.diff:+.3f} [95% paired t interval {d.low:+.3f},"
               f" {d.high:+.3f}], p = {d.pvalue:.2g}")
+    if len(ICL_SEEDS) > 1 and {4, 8} <= set(ICL_K):
+        # do the demonstration sets differ? the same 40 words under every set: Cochran's Q (McNemar for > 2 conditions)
+        for k in [4, 8]:
+            q = cochrans_q(np.array([ICL_RIGHT[(s, k)] for s in ICL_SEEDS], int).T)
+            accs = [np.mean(ICL_RIGHT[(s, k)]) for s in ICL_SEEDS]
+            print(f"k = {k}: the {len(ICL_SEEDS)} sets range {min(accs):.3f}-{max(accs):.3f} (spread {max(accs) - min(accs):.3f});"
+                  f" Cochran's Q = {q.statistic:.2f}, df = {len(ICL_SEEDS) - 1}, p = {q.pvalue:.3f}")
+        d84 = paired_t(np.mean([ICL_RIGHT[(s, 8)] for s in ICL_SEEDS], axis=0),
+                       np.mean([ICL_RIGHT[(s, 4)] for s in ICL_SEEDS], axis=0))
+        print(f"k = 8 vs k = 4, mean over the sets, per word: {d84.diff:+.3f} [95% paired t interval {d84.low:+.3f},"
+              f" {d84.high:+.3f}], p = {d84.pvalue:.2g}")
 else:
     print("skipped while autograding")
 
@@ -1236,27 +1285,262 @@ if ICL_RIGHT:
     plt.show()
 
 # %% [markdown]
-# **What the stand-in shows (section 9.6).** Here in-context learning is unmistakable. With no
+# **What the stand-in shows (section 9.6).** Here the demonstrations have a large effect. With no
 # demonstration the bare `word ->` prompt gets 0/40 words right (0.000, 95 % Wilson [0.000, 0.088]):
 # the model continues with numbers (`10`) or chatter, since nothing says what `->` means. With four
 # demonstrations set 0 gets 0.700 [0.546, 0.819], and the five sets get between 0.525 and 0.700;
 # McNemar on the same 40 words, four-shot vs zero-shot: 21 to 28 words gained and none lost per set,
 # every p < 1e-6. Averaged word by word over the sets, four-shot minus zero-shot is +0.610 [95 %
-# paired t interval +0.487, +0.733] — far from 0. The mean accuracy grows with k: 0.135 (k = 1),
-# 0.555 (k = 2), 0.610 (k = 4), 0.805 (k = 8). Two lessons beyond "it works":
+# paired t interval +0.487, +0.733] — far from 0. The mean accuracy over the sets is 0.135 (k = 1),
+# 0.555 (k = 2), 0.610 (k = 4), 0.805 (k = 8); eight against four, word by word, +0.195 [+0.105,
+# +0.285]. Two more readings of the table:
 #
-# - **One demonstration is mostly copied.** With k = 1 the model often repeats the demonstration's
+# - **One demonstration is often copied.** With k = 1 the model often repeats the demonstration's
 #   own answer (set 0: `good`, `good`, `poor`, `good`, …); 2 to 31 of the 40 answers per set are that
 #   copy. One example shows the format (`->`, then one word), not the relation.
-# - **Which demonstrations you pick matters.** At k = 4 the sets range from 0.525 to 0.700, and set 0
-#   with eight demonstrations (0.675) is below sets 1 and 3 with eight (0.875): a spread comparable to
-#   the gain from four to eight shots. Report several demonstration sets, never one.
+# - **Do the demonstration sets differ?** At k = 4 the five sets range from 0.525 to 0.700, but on the
+#   same 40 words Cochran's Q (McNemar's test for more than two conditions) finds no difference between
+#   them (Q = 5.79, p = 0.216): a range of 0.175 over five sets is what 40 words give by chance. At
+#   k = 8 they do differ (0.675 to 0.875, Q = 11.49, p = 0.022, still below 0.05 after Holm's
+#   adjustment for the two values of k, which doubles the smaller p). A range (largest minus smallest
+#   of five) grows with the number of sets drawn and is no effect size: it cannot be set beside the
+#   paired gain of a condition. Report several demonstration sets, and test their differences.
 #
 # Why here and not with the reviews? The antonym prompt carries no instruction: the task exists only
 # in the demonstrations, so they carry all the information the model needs, and the relation itself
-# is one it knows well. The sentiment prompts already state the task and the labels; what the
+# is one it knows well — or do they only point to it? Section 9.8 separates the two. The sentiment prompts already state the task and the labels; what the
 # small model lacks there is the *decision* between the labels, which four examples do not supply
 # (they did fix the *format*: label mass 0.903 in raw text, section 9.5).
+
+# %% [markdown]
+# ### 9.7 Exercise 6 — control demonstrations: recognising a task or learning a mapping?
+#
+# Section 9.6 does not yet say *what* the demonstrations taught. The stand-in knows antonyms from
+# pre-training; the four pairs may only tell it **which** known task to do and in which format (task
+# recognition), rather than teach the input → output mapping they show (task learning). The
+# literature separates the two with controls, each run on the **same** evaluation words as the
+# k-shot prompt so that the comparison is paired:
+#
+# - **instruction only** (no demonstration): the task stated in words — does naming the task do
+#   what the demonstrations do?
+# - **wrong pairs** (Min et al. 2022, "Rethinking the role of demonstrations"): the same inputs and
+#   the same outputs, but mis-paired — if the model only recognises the task and the format, its
+#   accuracy hardly moves; if it reads the pairs, it drops;
+# - **the same demonstrations in another order**: the order carries no information about the task,
+#   so any difference is the prompt's fragility;
+# - **a made-up mapping** (after Wei et al. 2023, "Larger language models do in-context learning
+#   differently", whose labels the model cannot know from pre-training): every input `x` is paired
+#   with `x + "zo"` (`hot -> hotzo`), a rule no pre-training text teaches; it is scored against
+#   `word + "zo"` — only the demonstrations can define it.
+#
+# **Your task.** Write `control_demos(demos, condition, suffix="zo")`, which turns a demonstration set
+# into the demonstrations of one condition (the instruction-only prompt needs no demonstration: the
+# notebook builds it). `demos` is a sequence of `(input, output)` pairs (tuples or lists), possibly
+# empty. The contract (each clause is checked):
+#
+# - `condition="true"`: the pairs as given, in the same order;
+# - `condition="wrong pairs"`: the same inputs in the same order, each with the output of the
+#   **next** demonstration, the last input with the first output (a rotation by one: with a single
+#   demonstration the pair stays as it is);
+# - `condition="reversed order"`: the same pairs, the last one first;
+# - `condition="made-up"`: each input `x` paired with `x + suffix` (its own output is dropped);
+# - the result is always a **new** `list` of `(input, output)` **tuples** (also when the pairs came as
+#   lists, and for `"true"`); `demos` is not modified;
+# - any other `condition` (including another spelling, such as `"Wrong pairs"`) raises `ValueError`.
+
+# %% nbgrader={"grade": false, "grade_id": "ex6_controls", "locked": false, "schema_version": 3, "solution": true, "task": false}
+CONDITIONS = ("true", "wrong pairs", "reversed order", "made-up")
+
+
+def control_demos(demos, condition, suffix="zo"):
+    """The demonstrations of one control condition (Min et al. 2022; Wei et al. 2023).
+
+    Args:
+        demos: a sequence of ``(input, output)`` pairs (tuples or lists), possibly empty.
+        condition: ``"true"`` (the pairs as given), ``"wrong pairs"`` (the same inputs in order,
+            each with the output of the next pair, the last with the first's), ``"reversed order"``
+            (the same pairs, last first) or ``"made-up"`` (each input ``x`` with ``x + suffix``).
+        suffix: the ending the made-up mapping appends to each input.
+
+    Returns:
+        A new ``list`` of ``(input, output)`` tuples. ``demos`` is not modified.
+
+    Raises:
+        ValueError: if ``condition`` is not one of the four names above.
+    """
+    ### BEGIN SOLUTION
+    if condition not in CONDITIONS:
+        raise ValueError(f"condition must be one of {CONDITIONS}, got {condition!r}")
+    pairs = [tuple(pair) for pair in demos]
+    if condition == "wrong pairs":
+        return [(x, pairs[(i + 1) % len(pairs)][1]) for i, (x, _) in enumerate(pairs)]
+    if condition == "reversed order":
+        return pairs[::-1]
+    if condition == "made-up":
+        return [(x, x + suffix) for x, _ in pairs]
+    return pairs
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_ex6_controls", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+from course_utils.grading import check_close, check_equal, check_true
+
+_demos = [("hot", "cold"), ("big", "small"), ("fast", "slow")]
+check_equal("control_demos(hot/big/fast, 'true')", control_demos(_demos, "true"), _demos)
+check_equal("control_demos(hot/big/fast, 'wrong pairs') (each input takes the NEXT output, the last the first)",
+            control_demos(_demos, "wrong pairs"), [("hot", "small"), ("big", "slow"), ("fast", "cold")])
+check_equal("control_demos(hot/big/fast, 'reversed order')", control_demos(_demos, "reversed order"),
+            [("fast", "slow"), ("big", "small"), ("hot", "cold")])
+check_equal("control_demos(hot/big/fast, 'made-up')", control_demos(_demos, "made-up"),
+            [("hot", "hotzo"), ("big", "bigzo"), ("fast", "fastzo")])
+print("Visible tests passed.")
+### BEGIN HIDDEN TESTS
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import outcome, record
+record("module of control_demos (it must be defined in this notebook)", control_demos.__module__)
+_d5 = [["up", "down"], ["in", "out"], ["old", "new"], ["win", "lose"], ["open", "shut"]]
+for _cond in ["true", "wrong pairs", "reversed order", "made-up"]:
+    record(f"control_demos(five pairs given as lists, {_cond!r}) (a list of tuples)", control_demos(_d5, _cond))
+    record(f"control_demos([('a', 'b')], {_cond!r}) (a single demonstration)", control_demos([("a", "b")], _cond))
+    record(f"control_demos([('a', 'b'), ('c', 'd')], {_cond!r}) (two demonstrations)",
+           control_demos([("a", "b"), ("c", "d")], _cond))
+    record(f"control_demos([], {_cond!r}) (no demonstration)", control_demos([], _cond))
+    record(f"control_demos(a tuple of three pairs, {_cond!r})", control_demos((("x", "1"), ("y", "2"), ("z", "3")), _cond))
+    _mine = [("p", "q"), ("r", "s")]
+    _out = control_demos(_mine, _cond)
+    if isinstance(_out, list):
+        _out.append(("extra", "pair"))
+    record(f"demos after appending to the list control_demos(demos, {_cond!r}) returned (a new list, demos not modified)",
+           _mine)
+record("control_demos(hot/big/fast, 'made-up', suffix='-ish')", control_demos(_demos, "made-up", suffix="-ish"))
+record("control_demos([('cat', 'dog')], 'made-up', suffix='') (an empty suffix)", control_demos([("cat", "dog")], "made-up", suffix=""))
+record("hot/big/fast after all these calls (not modified)", _demos)
+for _bad in ["wrong", "Wrong pairs", "shuffled", "", "reversed"]:
+    record(f"control_demos(hot/big/fast, {_bad!r}) (not one of the four conditions)", outcome(control_demos, _demos, _bad))
+### BEGIN REFERENCE
+from course_utils.grading import expect
+_t5 = [tuple(p) for p in _d5]
+_want5 = {"true": _t5, "wrong pairs": [(x, _t5[(i + 1) % 5][1]) for i, (x, _) in enumerate(_t5)],
+          "reversed order": _t5[::-1], "made-up": [(x, x + "zo") for x, _ in _t5]}
+_want2 = {"true": [("a", "b"), ("c", "d")], "wrong pairs": [("a", "d"), ("c", "b")],
+          "reversed order": [("c", "d"), ("a", "b")], "made-up": [("a", "azo"), ("c", "czo")]}
+_want3 = {"true": [("x", "1"), ("y", "2"), ("z", "3")], "wrong pairs": [("x", "2"), ("y", "3"), ("z", "1")],
+          "reversed order": [("z", "3"), ("y", "2"), ("x", "1")], "made-up": [("x", "xzo"), ("y", "yzo"), ("z", "zzo")]}
+for _cond in ["true", "wrong pairs", "reversed order", "made-up"]:
+    expect(f"control_demos(five pairs given as lists, {_cond!r}) (a list of tuples)", _want5[_cond])
+    expect(f"control_demos([('a', 'b')], {_cond!r}) (a single demonstration)",
+           [("a", "azo")] if _cond == "made-up" else [("a", "b")])
+    expect(f"control_demos([('a', 'b'), ('c', 'd')], {_cond!r}) (two demonstrations)", _want2[_cond])
+    expect(f"control_demos([], {_cond!r}) (no demonstration)", [])
+    expect(f"control_demos(a tuple of three pairs, {_cond!r})", _want3[_cond])
+    expect(f"demos after appending to the list control_demos(demos, {_cond!r}) returned (a new list, demos not modified)",
+           [("p", "q"), ("r", "s")])
+expect("control_demos(hot/big/fast, 'made-up', suffix='-ish')", [("hot", "hot-ish"), ("big", "big-ish"), ("fast", "fast-ish")])
+expect("control_demos([('cat', 'dog')], 'made-up', suffix='') (an empty suffix)", [("cat", "cat")])
+expect("hot/big/fast after all these calls (not modified)", [("hot", "cold"), ("big", "small"), ("fast", "slow")])
+for _bad in ["wrong", "Wrong pairs", "shuffled", "", "reversed"]:
+    expect(f"control_demos(hot/big/fast, {_bad!r}) (not one of the four conditions)", "raises ValueError")
+### END REFERENCE
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### 9.8 Task recognition or task learning? The controls, paired on the same words
+#
+# Protocol, fixed before the run: k = 4 demonstrations (the first four of each set of section 9.6,
+# the same five sets in full mode, set 0 in CI mode), the same 40 evaluation words, raw text, greedy,
+# 3 new tokens, the answer read as in 9.6. Your `control_demos` builds the demonstrations of the
+# wrong-pairs, reversed-order and made-up conditions. Instruction only: two wordings, fixed in
+# advance, each followed by the bare `word ->` line — `Write the opposite of each word.` and
+# `Antonyms (opposites):`. The made-up mapping is scored against `word + "zo"`; its zero-shot
+# baseline is the bare prompt of 9.6 scored the same way.
+#
+# Each condition is compared with the four-shot prompt of the same set on the same words: McNemar's
+# exact test per set, and, averaging the sets word by word, the paired t interval of the accuracy
+# difference and its p-value. The five comparisons form one family, read together: their p-values are
+# adjusted with Holm's method (`course_utils.stats.holm`), and only an adjusted p below 0.05 counts.
+
+# %% nbgrader={"grade": false, "grade_id": "icl_controls", "locked": true, "schema_version": 3, "solution": false, "task": false}
+from course_utils.stats import holm
+
+CONTROL_K, MADE_UP_SUFFIX = 4, "zo"
+INSTRUCTIONS = {"instruction 'opposite'": "Write the opposite of each word.\n", "instruction 'antonyms'": "Antonyms (opposites):\n"}
+CTRL_RIGHT, CTRL_ANSWERS = {}, {}
+if ICL_RIGHT:
+    for name, head in INSTRUCTIONS.items():                # no demonstration: the same prompts for every set
+        answers = antonym_answers([head + antonym_prompt([], w) for w, _ in ANT_TEST])
+        right = [a in ok for a, (_, ok) in zip(answers, ANT_TEST)]
+        CTRL_ANSWERS[name] = {s: answers for s in ICL_SEEDS}
+        CTRL_RIGHT[name] = {s: right for s in ICL_SEEDS}
+    for cond in tqdm(["wrong pairs", "reversed order", "made-up"], desc="control conditions"):
+        CTRL_ANSWERS[cond], CTRL_RIGHT[cond] = {}, {}
+        targets = [[w + MADE_UP_SUFFIX] if cond == "made-up" else ok for w, ok in ANT_TEST]
+        for s in ICL_SEEDS:
+            demos = control_demos(ICL_DEMOS[s][:CONTROL_K], cond, suffix=MADE_UP_SUFFIX)
+            CTRL_ANSWERS[cond][s] = antonym_answers([antonym_prompt(demos, w) for w, _ in ANT_TEST])
+            CTRL_RIGHT[cond][s] = [a in t for a, t in zip(CTRL_ANSWERS[cond][s], targets)]
+    s0 = ICL_SEEDS[0]
+    made_up_zero = [a == w + MADE_UP_SUFFIX for a, (w, _) in zip(ICL_ANSWERS[(s0, 0)], ANT_TEST)]
+    print(f"model in the banner, {len(ANT_TEST)} evaluation words, k = {CONTROL_K} unless no demonstration;"
+          f" accuracy per set, mean over sets; vs {CONTROL_K}-shot (true pairs, same set, same words)")
+    kshot = np.mean([ICL_RIGHT[(s, CONTROL_K)] for s in ICL_SEEDS], axis=0)
+    print(f"{'4-shot, true pairs':24s} " + " ".join(f"{np.mean(ICL_RIGHT[(s, CONTROL_K)]):.3f}" for s in ICL_SEEDS)
+          + f" | mean {kshot.mean():.3f}")
+    rows = []
+    for cond in list(INSTRUCTIONS) + ["wrong pairs", "reversed order", "made-up"]:
+        per_word = np.mean([CTRL_RIGHT[cond][s] for s in ICL_SEEDS], axis=0)
+        mc = [mcnemar_exact(CTRL_RIGHT[cond][s], ICL_RIGHT[(s, CONTROL_K)]) for s in ICL_SEEDS]
+        rows.append((cond, per_word, paired_t(per_word, kshot), mc))
+    adjusted = holm([r[2].pvalue for r in rows])
+    CONTROLS = {}
+    for (cond, per_word, d, mc), p_adj in zip(rows, adjusted):
+        CONTROLS[cond] = (per_word.mean(), d, p_adj)
+        print(f"{cond:24s} " + " ".join(f"{np.mean(CTRL_RIGHT[cond][s]):.3f}" for s in ICL_SEEDS)
+              + f" | mean {per_word.mean():.3f} | minus 4-shot {d.diff:+.3f} [95% paired t {d.low:+.3f}, {d.high:+.3f}],"
+              f" p = {d.pvalue:.2g}, Holm p = {p_adj:.2g} | McNemar per set (b, c): "
+              + " ".join(f"({t.b}, {t.c})" for t in mc))
+    print(f"made-up mapping with no demonstration (the bare prompt of 9.6, scored against word + {MADE_UP_SUFFIX!r}):"
+          f" {sum(made_up_zero)}/{len(ANT_TEST)}")
+    for cond in list(INSTRUCTIONS) + ["wrong pairs", "reversed order", "made-up"]:
+        print(f"set {s0}, {cond}, first 8 answers:", CTRL_ANSWERS[cond][s0][:8])
+    wrong_copies = [sum(a in {y for _, y in ICL_DEMOS[s][:CONTROL_K]} for a in CTRL_ANSWERS["wrong pairs"][s]) for s in ICL_SEEDS]
+    true_copies = [sum(a in {y for _, y in ICL_DEMOS[s][:CONTROL_K]} for a in ICL_ANSWERS[(s, CONTROL_K)]) for s in ICL_SEEDS]
+    print(f"answers that repeat one of the 4 demonstrations' outputs, per set: wrong pairs {wrong_copies},"
+          f" true pairs {true_copies} of {len(ANT_TEST)}")
+else:
+    print("skipped while autograding")
+
+# %% [markdown]
+# **What the stand-in shows (section 9.8).** Against the four-shot prompt with the true pairs (mean
+# 0.610 over the five sets), on the same 40 words, the five comparisons Holm-adjusted:
+#
+# - **The pairs carry the task, not only its format.** Mis-paired demonstrations — the same inputs,
+#   the same outputs, the same format — fall to 0.130 (−0.480 [95 % paired t −0.584, −0.376], Holm
+#   p = 9.2e-11; no word gained in any set, 13 to 23 lost per set). With wrong pairs the model often
+#   answers with one of the demonstrations' outputs (4 to 24 of the 40 answers per set, against 0 to
+#   5 with the true pairs): it follows the mapping it is shown, it does not just recognise "antonyms"
+#   from the look of the prompt. Min et al. (2022) report that random labels cost little on
+#   classification and multiple-choice tasks; on this open-ended answer and this model, the right
+#   pairing is what the demonstrations contribute.
+# - **Naming the task does part of the work.** Instruction only: 0.350 (`Write the opposite of each
+#   word.`) and 0.200 (`Antonyms (opposites):`), below four-shot by −0.260 [−0.415, −0.105] and −0.410
+#   [−0.571, −0.249] (Holm p = 0.0032 and 3.2e-05). Without demonstrations the model often repeats the
+#   word itself (`accept`, `buy`, `laugh`, `winter`). (The bare prompt got 0/40; the instruction's
+#   gain over it is not in this family and not tested here.)
+# - **A mapping no pre-training text teaches is picked up.** The made-up `x -> xzo`: 0/40 with no
+#   demonstration, 0.875 with four (0.725 to 1.000 per set), above the antonyms of the same sets by
+#   +0.265 [+0.138, +0.392] (Holm p = 0.00044). Four pairs can define a mapping the model cannot know
+#   — but this one is a copy of the input with a fixed ending, a pattern a small model continues by
+#   copying from its context. It does not show that the model learns a new *semantic* relation
+#   from pairs; Wei et al. (2023) find following flipped labels against the model's priors only in
+#   much larger models.
+# - **The order of the same four pairs: no detectable effect on average**, +0.050 [−0.004, +0.104],
+#   Holm p = 0.067. Per set it ranged from 0.400 (set 3, down from 0.575, 7 words lost, none gained)
+#   to 0.750; those per-set tests are not adjusted and not read as effects.
+#
+# So on the model in the banner the antonym demonstrations are more than a pointer to a known task:
+# wrong pairs break the effect and a new surface mapping is learned. What the chapter cannot say is
+# whether the model would learn a new *relation* from four pairs; that needs a made-up mapping that is
+# not a copy, and, by Wei et al., a larger model.
 
 # %% [markdown]
 # ## 10. Self-consistency as the number of samples grows (Book §5.7)
@@ -1360,12 +1644,13 @@ print("VOTO FINAL (self-consistency):", majority_vote([normalize_label(s) for s 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "written_q1_question", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## 11. Reflect (written, graded by hand)
 #
-# **Question (3 pts).** Using the numbers **this notebook printed** (sections 9.3–9.6 and 10; say
+# **Question (3 pts).** Using the numbers **this notebook printed** (sections 9.3–9.8 and 10; say
 # which model the banner named and how many examples were evaluated):
 # (a) Did few-shot beat zero-shot (label-scored), and the strict template beat the loose one?
 #     Quote the accuracies with their Wilson intervals and the McNemar p-values, and say which
-#     differences are real; for the planned test, say what its power and the interval of the
-#     difference allow you to conclude from a p above 0.05. Then use the other columns (share of `POSITIVO`, calibrated accuracy,
+#     differences are real; for the planned test, say what the interval of the difference and the
+#     minimum detectable effect (power 0.8, fixed in advance) allow you to conclude from a p above
+#     0.05. Then use the other columns (share of `POSITIVO`, calibrated accuracy,
 #     greedy parse rate, chat vs raw) to say whether the prompt changed *which label the model
 #     prefers* or *the format of its answer*, and where the echo of section 9.2 comes from.
 #     Does section 9.5 support "templates reduce the effective entropy"? Which template did, by how much?
@@ -1374,10 +1659,13 @@ print("VOTO FINAL (self-consistency):", majority_vote([normalize_label(s) for s 
 #     variância, não aumento de viés correto" (§5.7.2).
 # (c) In the BANANA experiment, which truncation side lost the instruction, and what would you
 #     do in a chat application whose history outgrows the window?
-# (d) Section 9.6: did the demonstrations teach the antonym task? Quote zero-shot and four-shot
-#     accuracy with their Wilson intervals and the paired test, say how much the choice of
-#     demonstrations mattered, and explain why this task shows in-context learning on the model in
-#     the banner when the sentiment prompts did not.
+# (d) Sections 9.6–9.8: did the demonstrations change the antonym answers? Quote zero-shot and
+#     four-shot accuracy with their Wilson intervals and the paired test, and say what Cochran's Q
+#     says about the choice of demonstration set. Then, from the controls of section 9.8 (Holm-adjusted,
+#     paired with the four-shot prompt): did the model *recognise* a task it knows or *learn* the
+#     mapping the pairs show? Which condition answers that, and what do the instruction-only prompts
+#     and the made-up mapping add? Why does this task show an effect of the demonstrations on the
+#     model in the banner when the sentiment prompts did not?
 
 # %% [markdown] nbgrader={"grade": true, "grade_id": "written_q1", "locked": false, "points": 3, "schema_version": 3, "solution": true, "task": false}
 # **Model answer** (instructor; numbers from the committed full-mode run, n = 48, with the offline
@@ -1391,9 +1679,10 @@ print("VOTO FINAL (self-consistency):", majority_vote([normalize_label(s) for s 
 # c = 0, p = 0.1250). No difference is significant and every interval contains 0.5: the stand-in is at
 # chance, because it prefers `NEGATIVO` for nearly every review (`said POSITIVO` 0.000 in 7 of the 10
 # cells), and calibration against `N/A` does not fix it (0.500, loose raw 0.583). But n = 48 makes this
-# a weak null: the planned test had power 0.221 at the observed rates (about 192 examples for 0.787),
-# and the paired interval of few- minus zero-shot (chat), +0.125 [−0.051, +0.301], still allows a gain
-# of 0.3 — it rules out a large loss, not a small gain. What the prompt
+# a weak null: the paired interval of few- minus zero-shot (chat), +0.125 [−0.051, +0.301], still
+# allows a gain of 0.3 — it rules out a loss larger than 0.051, not a small gain — and, at power 0.8
+# fixed in advance, a paired test on 48 examples detects only differences of 0.413 (SD bound 1) or
+# 0.250 (this run's SD, 0.606); a gain of 0.125 would need about 192 examples or more. What the prompt
 # changed is the **format**: greedy parse rate 0/48 (few-shot, chat) vs 48/48 (few-shot, raw), 3/48 vs
 # 30/48 (strict). The echo comes from the chat template: the prompt becomes a user message and the
 # small model repeats it — not even faithfully: section 9.2's answer `Este filme foi um desperdo de
@@ -1419,14 +1708,21 @@ print("VOTO FINAL (self-consistency):", majority_vote([normalize_label(s) for s 
 # both. In a chat, drop or summarise the *oldest* turns (left truncation of the history) but pin
 # the system instruction at the head and re-state critical constraints near the end.
 #
-# (d) Yes, decisively. The bare `word ->` prompt got 0/40 antonyms without demonstrations (0.000
-# [0.000, 0.088]) and 0.700 [0.546, 0.819] with four (set 0; McNemar: 28 words gained, none lost,
-# p < 1e-6); over the five demonstration sets, four-shot minus zero-shot is +0.610 [+0.487, +0.733]
-# per word, and eight demonstrations reach 0.805 on average. The choice of demonstrations mattered
-# about as much as their number: the sets range from 0.525 to 0.700 at k = 4, and with a single
-# demonstration the model mostly copies its answer (mean 0.135). The antonym prompt has no
-# instruction, so the demonstrations carry the whole task, and the relation is one the model
-# already knows; the sentiment prompt already states task and labels, and what the stand-in lacks
+# (d) Yes, by a large margin. The bare `word ->` prompt got 0/40 antonyms without demonstrations
+# (0.000 [0.000, 0.088]) and 0.700 [0.546, 0.819] with four (set 0; McNemar: 28 words gained, none
+# lost, p < 1e-6); over the five demonstration sets, four-shot minus zero-shot is +0.610 [+0.487,
+# +0.733] per word, and eight demonstrations reach 0.805 on average (+0.195 [+0.105, +0.285] over
+# four). The choice of set: at k = 4 the sets range from 0.525 to 0.700, but Cochran's Q finds no
+# difference between them (p = 0.216); at k = 8 they differ (p = 0.022). With a single demonstration
+# the model often copies its answer (mean 0.135). The controls (paired with four-shot, Holm over
+# five): **wrong pairs** fall to 0.130 (−0.480 [−0.584, −0.376]) — the same words in the same format,
+# mis-paired, lose the effect, so the model follows the pairs rather than only recognising the task;
+# the **instruction alone** gets 0.350 or 0.200 depending on the wording (−0.260 and −0.410), so
+# naming the task does part of the work; **another order** makes no detectable difference on average
+# (+0.050 [−0.004, +0.104], Holm p = 0.067); the **made-up** `x -> xzo` goes from 0/40 to 0.875 — a
+# mapping the model cannot know is picked up, but it is a copy pattern, not a new relation. The
+# antonym prompt has no instruction, so the demonstrations carry the whole task, and the relation is
+# one the model already knows; the sentiment prompt already states task and labels, and what the stand-in lacks
 # there is the decision between the labels, which examples did not supply (they fixed the format
 # instead: label mass 0.903 in raw text).
 
@@ -1446,9 +1742,11 @@ print("VOTO FINAL (self-consistency):", majority_vote([normalize_label(s) for s 
 #   came from the chat template.
 # - Demonstrations teach most where they *define* the task: on the stand-in, antonyms from a bare
 #   `x ->` prompt went from 0/40 to 0.610 with four demonstrations (mean over five sets) and 0.805
-#   with eight, while the sentiment examples moved no label preference measurably. Use several
-#   demonstration sets, and read a non-significant test with its power: at power 0.221, "no effect
-#   found" is not "no effect".
+#   with eight, while the sentiment examples moved no label preference measurably. Check *what* they
+#   carry with controls on the same items: mis-paired demonstrations fell to 0.130, the instruction
+#   alone reached 0.350. Use several demonstration sets, and read a non-significant test with its
+#   interval and the effect the design could detect at a power fixed in advance (0.250 to 0.413 at
+#   n = 48): "no effect found" is not "no effect".
 # - Self-consistency needs sampling, a seed protocol, readable samples and an abstention rule; it
 #   reduces variance and cannot fix a systematic error.
 # - The context window is a hard limit: truncate deliberately, and choose the side.

@@ -21,10 +21,12 @@
 # what this notebook leaves out in section 5).
 #
 # **You will implement (graded).**
-# 1. `LoRALinear` — a LoRA adapter around a frozen `nn.Linear`: init and freezing (2 pts),
+# 1. `LoRALinear` — a LoRA adapter around a frozen `nn.Linear`: init and freezing (1 pt),
 #    output and merged weight equal to `peft`'s (2 pts)
-# 2. `masked_lm_loss` — the causal-LM loss on the response tokens only (3 pts)
+# 2. `masked_lm_loss` — the causal-LM loss on the response tokens only (2 pts)
 # 3. `count_trainable` — trainable and total parameters, as `peft` counts them (1 pt)
+# 4. `lora_scaling` and `first_update_exponent` — the rank-scaling rule $\alpha/r$ vs $\alpha/\sqrt r$
+#    and the size of the first update it predicts (1 + 1 pts)
 #
 # plus one written question (2 pts) that asks for evidence from this notebook's outputs.
 
@@ -202,11 +204,18 @@ assert abs(q_int4(w).item() - 1.2 / 7) < 1e-12 and abs((q_int4(w) - w).item() - 
 # $B$: it trains, but that is not what `peft` does.) After training, $BA$ can be merged:
 # $W_\text{merged} = W + \frac{\alpha}{r}BA$, one matrix, zero inference overhead.
 #
-# ### Exercise 1 — a LoRA linear layer from scratch (2 + 2 points)
+# ### Exercise 1 — a LoRA linear layer from scratch (1 + 2 points)
 #
-# Complete `LoRALinear`. Store the parameters as `A` (shape `(r, in_features)`) and `B`
-# (shape `(out_features, r)`), in the dtype and on the device of the base weight, and
-# `scaling = alpha / r`. Freeze the base layer (weight and bias). Do not use `peft` here.
+# Complete `LoRALinear(base, r=8, alpha=16)`. Store the parameters as `nn.Parameter`s `A` (shape
+# `(r, in_features)`) and `B` (shape `(out_features, r)`), in the dtype and on the device of the base
+# weight, and the float `scaling = alpha / r`. Initialise `A` exactly like the weight of
+# `nn.Linear(in_features, r)` (`nn.init.kaiming_uniform_(A, a=math.sqrt(5))`) and `B` to zeros.
+# Keep the layer given as `self.base` (the same object, not a copy) and freeze it: its weight and
+# bias get `requires_grad = False`, their values unchanged; `A` and `B` are the only trainable
+# parameters. `forward(x) = base(x) + scaling * x @ A.T @ B.T` for `x` of shape `(..., in_features)`
+# (any number of leading dimensions); `merged_weight()` returns $W + \text{scaling}\cdot BA$, shape
+# `(out_features, in_features)`. Raise `ValueError` if `base` is not an `nn.Linear`, if `r` is not an
+# int $\ge 1$, or if `alpha` $\le 0$. Do not use `peft` here.
 
 # %% nbgrader={"grade": false, "grade_id": "ex1_lora_linear", "locked": false, "schema_version": 3, "solution": true, "task": false}
 class LoRALinear(nn.Module):
@@ -265,7 +274,7 @@ class LoRALinear(nn.Module):
         ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "test_ex1_lora_init", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade": true, "grade_id": "test_ex1_lora_init", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 from course_utils.grading import check_close, check_equal, check_shape, check_true
 torch.manual_seed(0)
 _lin = nn.Linear(6, 4)
@@ -440,7 +449,16 @@ del _cases, _ins, _r, _alpha, _bias, _lin, _g, _A, _B, _x, _mine, _out
 # target tokens of the batch — exactly what `transformers` computes from
 # `labels` with $-100$ on the prompt and padding (the labels are shifted inside the model).
 #
-# ### Exercise 2 — the response-only loss (3 points)
+# ### Exercise 2 — the response-only loss (2 points)
+#
+# Complete `masked_lm_loss(logits, input_ids, prompt_lengths, attention_mask=None)`: `logits` of shape
+# `(B, T, V)`, `input_ids` `(B, T)` (prompt, response, right padding), `prompt_lengths` $B$ ints (a list
+# or a 1-D tensor), `attention_mask` `(B, T)` with 1 on real tokens and 0 on padding, or `None` for no
+# padding. Return the float32 scalar mean of $-\log p(\text{token})$ over every target token of the
+# batch (the formula above; padding is never a target), computed in float32 even for float16 or
+# bfloat16 logits, and numerically stable (a logit far ahead of the target's must give a finite loss).
+# Leave the inputs unchanged. Raise `ValueError` if a prompt length is negative or leaves a row with
+# no response token.
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_masked_loss", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def masked_lm_loss(logits, input_ids, prompt_lengths, attention_mask=None):
@@ -479,7 +497,7 @@ def masked_lm_loss(logits, input_ids, prompt_lengths, attention_mask=None):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "test_ex2_masked_loss", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade": true, "grade_id": "test_ex2_masked_loss", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 torch.manual_seed(0)
 _logits = torch.randn(1, 5, 7)
 _ids = torch.tensor([[1, 2, 3, 4, 5]])
@@ -563,7 +581,7 @@ del _V, _ids, _mask, _plen, _logits, _got, _bad, _big
 # %% [markdown]
 # ### Exercise 3 — what is trainable? (1 point)
 #
-# Return `(trainable, total)`: the number of parameters with `requires_grad=True` and the number
+# Return `(trainable, total)` as two ints: the number of parameters with `requires_grad=True` and the number
 # of all parameters of `model`, each shared (tied) tensor counted once — what `peft`'s
 # `print_trainable_parameters()` reports for an unquantized model.
 
@@ -848,13 +866,15 @@ del lin, q4, W_deq, x, g, grads, packed_before, adapters_before   # model_qlora 
 # 2. *Style margin* (what the model prefers, no generation): on each of the ten held-out pairs, the
 #    mean $-\log p$ per token of the meteorologist answer minus that of the casual answer, both given
 #    the prompt (without the sign-on). Positive: the casual answer is the likelier one. Paired changes
-#    get a 95 % percentile-bootstrap interval and a sign-flip permutation test.
+#    are judged by a sign-flip permutation test (exact for the ten pairs: all $2^{10}$ sign patterns).
+#    The 95 % percentile-bootstrap interval printed beside it only describes the spread: with ten
+#    pairs it is too narrow (it undercovers), so a conclusion here rests on the sign-flip p-value.
 # 3. *Fit loss* (the training pairs, same rows before and after) and *unrelated-text loss* (twelve
 #    sentences about cooking, chess, …: forgetting), paired the same way.
 #
-# (An earlier version of this chapter scored the tone with a TF-IDF classifier. It separated the
-# course's two answer sets by less than a third of its 0-to-1 scale, so a real change of tone moved it
-# by less than a tenth: too weak a ruler to compare methods with.)
+# (Why not a tone classifier? A TF-IDF classifier trained on the course's two answer sets separates
+# them by less than a third of its 0-to-1 scale, so a real change of tone would move it by less than a
+# tenth: too weak a ruler to compare methods with.)
 
 # %% nbgrader={"grade": false, "grade_id": "style_data", "locked": true, "schema_version": 3, "solution": false, "task": false}
 from course_utils.stats import bootstrap_ci, mcnemar_exact, sign_flip_p, wilson
@@ -937,8 +957,9 @@ print("the course's answers follow the format:", share_text([complies(p_["casual
 #
 # **Honest scope.** `K` = 2 in CI mode, 4 in full mode; on CUDA all 30. Every model is trained on
 # batches of 8 short sequences (full mode: 12 steps, 3 epochs of the 32 training pairs; CI mode: 2
-# steps, too few to teach anything: the CI run only proves the code runs). Under autograding the runs
-# are skipped (`SKIP_RUNS`): no graded test uses them.
+# steps, too few to teach anything: the CI run only proves the code runs). Every configuration is
+# trained once, with one seed. Under autograding the runs are skipped (`SKIP_RUNS`): no graded test
+# uses them.
 #
 # **Memory.** On CPU we report the bytes of the *training state*: weights
 # (`get_memory_footprint()`, 4-bit weights at their packed size) + gradients + AdamW's two moments
@@ -1214,11 +1235,11 @@ if not SKIP_RUNS:
 
 # %% [markdown]
 # ### SFT, LoRA, QLoRA — the same loop, and the same learning rate
-# The earlier version of this chapter trained SFT at the book's $5\cdot10^{-5}$ (§7.9) and LoRA at
-# $10^{-3}$, and read the difference in style as a difference of method: two factors changed at
-# once. Here both run at **both** learning rates, everything else equal: the same batches in the same order, the same seed, the same steps. QLoRA runs at LoRA's
-# $10^{-3}$. Each row of the table is one run; the paired comparisons below pair the same prompts
-# (compliance, McNemar) and the same held-out pairs or training rows (losses).
+# Training SFT at the book's $5\cdot10^{-5}$ (§7.9) and LoRA at $10^{-3}$ and reading the difference in
+# style as a difference of method would change two factors at once. Here both run at **both** learning
+# rates, everything else equal: the same batches in the same order, the same seed, the same steps.
+# QLoRA runs at LoRA's $10^{-3}$. Each row of the table is one run; the paired comparisons below pair
+# the same prompts (compliance, McNemar) and the same held-out pairs or training rows (losses).
 
 # %% nbgrader={"grade": false, "grade_id": "run_methods", "locked": true, "schema_version": 3, "solution": false, "task": false}
 LRS = [1e-3] if CI_MODE else [5e-5, 1e-3]
@@ -1311,8 +1332,8 @@ if not SKIP_RUNS:
 # * **Step time.** At $10^{-3}$ the median step took 1.44 s (SFT), 1.29 s (LoRA) and 1.26 s (QLoRA)
 #   on the last-`K` shortcut — but SFT at $5\cdot10^{-5}$, the same computation, took 1.67 s: the runs
 #   follow one another on a shared 2-core CPU, a change of load between runs is not removed by any
-#   pairing, and we claim no speed difference. (An earlier version of this
-#   text said that for generation 4 bits are "many times slower". Chapter 11 measures one-token steps:
+#   pairing, and we claim no speed difference. (A common claim is that for generation 4 bits
+#   are "many times slower". Chapter 11 measures one-token steps:
 #   there, on this CPU, `bitsandbytes`' fused kernel made a 4-bit layer *faster* than fp32, while
 #   measured on an H100 (batch 1) NF4 generated 27 tokens/s against 48 in fp32. Speed depends on the
 #   kernel and the hardware; memory is what 4 bits buy.)
@@ -1320,35 +1341,38 @@ if not SKIP_RUNS:
 # **Same learning rate, one factor at a time.**
 # *At the book's learning rate* ($5\cdot10^{-5}$) neither method learned the format in 12 steps
 # (0/24 for both). SFT fitted the training answers (fit loss −0.979 [−1.027, −0.931]) while LoRA
-# barely moved (−0.033 [−0.035, −0.031]); neither moved the held-out style margin (SFT −0.034
-# [−0.124, 0.043]; LoRA −0.000 [−0.003, 0.003], an interval so narrow that LoRA at this rate has
-# essentially not changed the model).
+# barely moved (−0.033 [−0.035, −0.031]); neither moved the held-out style margin (SFT −0.034,
+# sign-flip p = 0.504; LoRA −0.000, p = 0.900: LoRA at this rate has essentially not changed the model).
 # *At $10^{-3}$* SFT learned everything we measure: 24/24 answers follow the format (Wilson
-# [0.86, 1.00]; McNemar 24 prompts changed, 0 back, p < 0.001), the margin rose by 0.598
-# [0.391, 0.817] — the held-out *casual* answers became the likelier ones — and the fit loss fell by
+# [0.86, 1.00]; McNemar 24 prompts changed, 0 back, p < 0.001), the margin rose by 0.598 (sign-flip
+# p = 0.004) — the held-out *casual* answers became the likelier ones — and the fit loss fell by
 # 3.376 nats/token. LoRA at the same rate: 9/24 = 0.38 [0.21, 0.57] (McNemar p = 0.0039) and a margin
-# change of −0.004 [−0.105, 0.102]. Paired, LoRA − SFT at $10^{-3}$: 15 prompts follow the format only
-# with SFT and none only with LoRA (p < 0.001), margin −0.602 [−0.831, −0.389].
+# change of −0.004 (p = 0.943). Paired, LoRA − SFT at $10^{-3}$: 15 prompts follow the format only
+# with SFT and none only with LoRA (p < 0.001), margin −0.602 (p = 0.002).
 # *What these numbers support.* At the same learning rate and step budget, full fine-tuning of 4
 # layers (14.2 M parameters) moved the model further than LoRA on those layers (0.33 M parameters),
-# on the format, the style and the fit. The earlier version of this chapter concluded that "SFT learns
-# content, not tone, and LoRA learns tone" from SFT at $5\cdot10^{-5}$ against LoRA at $10^{-3}$: that
-# was the learning rate, not the method. *What they do not support*: that LoRA cannot learn the style.
-# How far a LoRA step goes also depends on its scale factor, and section 4b shows LoRA reaching 24/24
-# at this same rate with $\alpha/\sqrt r$. Of the two rates tried, $10^{-3}$ is the better one for
-# both methods, so "each at its own best rate" is the $10^{-3}$ comparison; a wider grid (LoRA is
-# often run at higher rates than full fine-tuning) could change the ranking.
+# on the format, the style and the fit. Comparing SFT at $5\cdot10^{-5}$ with LoRA at $10^{-3}$ instead
+# would suggest that "SFT learns content, not tone, and LoRA learns tone": that would be the learning
+# rate, not the method. *What they do not support*: that LoRA cannot learn the style, or that SFT is
+# the better method. How far a LoRA step goes depends on the size of its update, which with Adam goes
+# like factor $\times\sqrt r$ (section 4b): at this same rate, LoRA $r = 8$ with $\alpha/\sqrt r$ (an
+# update about three times larger) started 24/24 held-out answers with the sign-on — counted on
+# 5-token starts, which cannot tell whether an answer follows the sign-on (section 4c). Only two rates
+# were tried, and LoRA was still improving at the higher one (format 0/24 → 9/24, fit loss −0.033 →
+# −1.283): its best rate is not bracketed by this grid, so these runs do not compare the methods each
+# at its best rate (LoRA is often run at higher rates than full fine-tuning). Each configuration was
+# trained once, with one seed: the intervals are over prompts and rows, not over the luck of training,
+# so even the $10^{-3}$ comparison says nothing about how much it would move with another seed.
 # *No forgetting is detectable*: the loss on the unrelated sentences went *down* for every run at
 # $10^{-3}$ (SFT −0.149 [−0.214, −0.081], LoRA −0.094 [−0.137, −0.051], QLoRA −0.055 [−0.136,
 # 0.033]); 12 steps on 4 layers are far from overwriting what the model knows.
 # *QLoRA vs LoRA* (same rate, same batches, paired): 13/24 against 9/24 follow the format (McNemar:
 # 4 prompts only with QLoRA, none only with LoRA, p = 0.12), fit loss +0.007 [−0.012, 0.026], margin
-# −0.015 [−0.068, 0.036]. The 4-bit base cost a little at the start (first-step loss 4.104 against
+# −0.015 (sign-flip p = 0.604). The 4-bit base cost a little at the start (first-step loss 4.104 against
 # 4.044 on the same batch: the quantization error) and nothing measurable after 12 steps. What this
-# null result can tell: the margin interval rules out a difference below −0.068 or above 0.036 nats
-# per token, but with 24 prompts McNemar's exact test needs at least 6 discordant prompts, all
-# in one direction, to reach the 5 % level, so only a large difference in format compliance could
-# have shown.
+# null result can tell: little. With ten pairs only a large margin difference could show, and with 24
+# prompts McNemar's exact test needs at least 6 discordant prompts, all in one direction, to reach the
+# 5 % level, so only a large difference in format compliance could have shown.
 
 # %% [markdown]
 # ### Why QLoRA's share is larger for the same adapters
@@ -1390,6 +1414,106 @@ if not SKIP_RUNS:
 # whole change after one step), with AdamW (what we train with) and with plain SGD (one step at a
 # learning rate of 1); and after the full run the fit loss, the held-out margin and the format
 # compliance. (At $r = 1$ the two scalings coincide: one run.)
+
+# %% [markdown]
+# ### Exercise 4 — the rank-scaling rule (1 + 1 points)
+#
+# Before the sweep, write down what it should show. `peft` multiplies the adapter's output by a
+# scaling factor: $\alpha/r$ by default (`LoraConfig(use_rslora=False)`, the LoRA paper) and
+# $\alpha/\sqrt r$ with `use_rslora=True` (rsLoRA).
+#
+# (a) Complete `lora_scaling(alpha, r, rslora=False)`: return the scaling factor `peft` uses, as a
+# float — $\alpha/r$ when `rslora` is false, $\alpha/\sqrt r$ when it is true.
+#
+# (b) Predict how the **first AdamW update** of the adapted weights, $\lVert s\,B_1A\rVert_F$ with $s$
+# the scaling factor, depends on the rank at a fixed $\alpha$ and learning rate. Use two facts:
+# $B_0 = 0$, and Adam's first step moves every entry of $B$ by about the learning rate whatever the
+# size of its gradient (it divides the gradient by its own magnitude), while $A$ (random, fixed during
+# that step) has $r$ rows of independent entries. Then $\lVert B_1A\rVert_F$ grows like $\sqrt r$. Complete
+# `first_update_exponent(rslora)`: return the exponent $p$ (a float) such that the first update is
+# proportional to $r^p$, for the scaling chosen by `rslora`.
+
+# %% nbgrader={"grade": false, "grade_id": "ex4_rank_scaling", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def lora_scaling(alpha, r, rslora=False):
+    """The factor ``peft`` multiplies ``B A x`` by (Book §7.3.3; ``LoraConfig(use_rslora=...)``).
+
+    Returns the float ``alpha / r`` (standard LoRA) or, with ``rslora=True``, ``alpha / sqrt(r)`` (rsLoRA).
+    """
+    ### BEGIN SOLUTION
+    return alpha / math.sqrt(r) if rslora else alpha / r
+    ### END SOLUTION
+
+
+def first_update_exponent(rslora=False):
+    """The exponent ``p`` (a float) with: the norm of the first AdamW update of the adapted weights,
+    ``scaling * B_1 A`` from ``B_0 = 0``, grows like ``r ** p`` at a fixed alpha and learning rate.
+
+    ``|B_1 A|`` grows like ``sqrt(r)`` (Adam moves every entry of ``B`` by about the learning rate);
+    ``scaling`` is ``lora_scaling(alpha, r, rslora)``.
+    """
+    ### BEGIN SOLUTION
+    return 0.5 + (-0.5 if rslora else -1.0)          # sqrt(r) times alpha/sqrt(r) or alpha/r
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_ex4_scaling", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+check_close("lora_scaling(16, 8) (alpha / r)", lora_scaling(16, 8), 2.0)
+check_close("lora_scaling(16, 4, rslora=True) (alpha / sqrt(r))", lora_scaling(16, 4, rslora=True), 8.0)
+### BEGIN HIDDEN TESTS
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import record
+record("module of lora_scaling (it must be defined in this notebook)", lora_scaling.__module__)
+_cases = [(16, 1), (16, 64), (8, 16), (32, 3), (1, 2)]
+for _a, _r in _cases:
+    record(f"lora_scaling({_a}, {_r}) (standard LoRA)", float(lora_scaling(_a, _r)), atol=1e-9, dtype=False)
+    record(f"lora_scaling({_a}, {_r}, rslora=True)", float(lora_scaling(_a, _r, rslora=True)), atol=1e-9, dtype=False)
+### BEGIN REFERENCE
+from course_utils.grading import expect
+for _a, _r in _cases:
+    for _rs in (False, True):
+        _pm = get_peft_model(nn.Sequential(OrderedDict(lin=nn.Linear(4, 4))),
+                             LoraConfig(r=_r, lora_alpha=_a, target_modules=["lin"], use_rslora=_rs))
+        expect(f"lora_scaling({_a}, {_r}) (standard LoRA)" if not _rs else f"lora_scaling({_a}, {_r}, rslora=True)",
+               float(_pm.base_model.model.lin.scaling["default"]), atol=1e-9, dtype=False)
+del _pm, _rs
+### END REFERENCE
+del _cases, _a, _r
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "test_ex4_exponent", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+check_true(isinstance(first_update_exponent(False), (int, float)), "first_update_exponent must return a number")
+check_close("first_update_exponent(True) - first_update_exponent(False) (the two factors differ by sqrt(r))",
+            first_update_exponent(True) - first_update_exponent(False), 0.5)
+### BEGIN HIDDEN TESTS
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import record
+record("module of first_update_exponent (it must be defined in this notebook)", first_update_exponent.__module__)
+record("first_update_exponent(rslora=False) (alpha / r)", float(first_update_exponent(False)), atol=1e-9, dtype=False)
+record("first_update_exponent(rslora=True) (alpha / sqrt(r))", float(first_update_exponent(True)), atol=1e-9, dtype=False)
+### BEGIN REFERENCE
+from course_utils.grading import check_true, expect
+
+
+def _first_adam_update(r: int, rslora: bool) -> float:
+    """|scaling B_1 A|_F after one AdamW step on a peft-adapted Linear(256, 256), B_0 = 0."""
+    torch.manual_seed(0)
+    _pm = get_peft_model(nn.Sequential(OrderedDict(lin=nn.Linear(256, 256))),
+                         LoraConfig(r=r, lora_alpha=16, target_modules=["lin"], use_rslora=rslora))
+    _opt = torch.optim.AdamW([p_ for p_ in _pm.parameters() if p_.requires_grad], lr=1e-3, weight_decay=0.0)
+    _pm(torch.randn(32, 256, generator=torch.Generator().manual_seed(1))).pow(2).mean().backward()
+    _opt.step()
+    _l = _pm.base_model.model.lin
+    return float((_l.scaling["default"] * _l.lora_B["default"].weight @ _l.lora_A["default"].weight).detach().norm())
+
+
+for _rs in (False, True):
+    _p = math.log(_first_adam_update(64, _rs) / _first_adam_update(1, _rs)) / math.log(64)
+    check_true(abs(_p - (0.0 if _rs else -0.5)) < 0.1, f"measured exponent {_p:.3f} (rslora={_rs}) near the prediction")
+expect("first_update_exponent(rslora=False) (alpha / r)", -0.5, atol=1e-9, dtype=False)
+expect("first_update_exponent(rslora=True) (alpha / sqrt(r))", 0.0, atol=1e-9, dtype=False)
+del _first_adam_update, _rs, _p
+### END REFERENCE
+### END HIDDEN TESTS
 
 # %% nbgrader={"grade": false, "grade_id": "rank_sweep", "locked": true, "schema_version": 3, "solution": false, "task": false}
 RANKS = [1, 8] if CI_MODE else [1, 8, 64]
@@ -1445,13 +1569,31 @@ if not SKIP_RUNS:
 # the updates much" is wrong for both optimizers; it is $\alpha/\sqrt r$ that does this for Adam.
 # *After 12 steps.* With $\alpha/r$ a larger rank bought almost nothing: fit loss 2.705 ($r = 1$),
 # 2.649 ($r = 8$), 2.651 ($r = 64$); $r = 64$ minus $r = 1$, paired over the training rows,
-# −0.054 [−0.062, −0.046], and format 1/24, 9/24, 7/24. With $\alpha/\sqrt r$ the extra capacity is
-# used: fit loss 2.323 at $r = 8$ and 1.883 at $r = 64$ (−0.822 [−0.891, −0.758] against $r = 1$),
-# every held-out answer in format (24/24 at both ranks) and the style margin up to 0.316 and 0.362. At
-# $r = 64$, $\alpha/\sqrt r$ against $\alpha/r$: fit loss −0.768 [−0.835, −0.705], margin +0.334
-# [0.224, 0.450], format 17 prompts gained and none lost (McNemar p < 0.001). At a fixed learning
-# rate the scale factor, not the rank, decided how far LoRA got — which is also why LoRA at $r = 8$,
-# $\alpha/r$ lagged behind SFT above.
+# −0.054 [−0.062, −0.046] (sign-flip p < 0.001), and format 1/24, 9/24, 7/24. With $\alpha/\sqrt r$ the extra capacity is
+# used: fit loss 2.323 at $r = 8$ and 1.883 at $r = 64$ (−0.822 [−0.891, −0.758], p < 0.001, against $r = 1$),
+# every held-out start in format (24/24 at both ranks; 5-token starts, which show the sign-on but not
+# whether an answer follows it — section 4c shows runs that write the sign-on and stop — so the margin,
+# a likelihood that needs no generation, is the better witness here) and the style margin up to 0.316
+# and 0.362. At
+# $r = 64$, $\alpha/\sqrt r$ against $\alpha/r$: fit loss −0.768 [−0.835, −0.705] (p < 0.001), margin +0.334
+# [0.224, 0.450] (p = 0.004), format 17 prompts
+# gained and none lost (McNemar p < 0.001).
+#
+# *What decided how far LoRA got.* Not the scale factor alone: the two runs with the same factor 2.00
+# ended far apart ($r = 8$ with $\alpha/r$: 9/24, fit loss 2.649; $r = 64$ with $\alpha/\sqrt r$: 24/24,
+# 1.883), and the largest factor, 16.00 at $r = 1$, reached 1/24. With Adam the size of the update goes
+# like factor $\times \sqrt r$ (section 2; your `first_update_exponent`): $16 \times 1 = 16$ at $r = 1$,
+# $2 \times \sqrt 8 = 5.66$ at $r = 8$ with $\alpha/r$, $0.25 \times 8 = 2$ at $r = 64$ with
+# $\alpha/r$, and $16$ for both $\alpha/\sqrt r$ runs — and the measured first updates follow that
+# product (1.3227, 0.4710, 0.1718 against 1.3324 and 1.3764). Read with this quantity, the table
+# separates two effects. At the same update size (the three runs where factor $\times\sqrt r = 16$: $r$ = 1,
+# 8 and 64 with $\alpha/\sqrt r$) a larger rank went further: fit loss 2.705, 2.323, 1.883, format 1/24,
+# 24/24, 24/24. With $\alpha/r$ a larger rank came with a smaller update (16, 5.66, 2), and the two
+# effects about cancelled (fit loss 2.705, 2.649, 2.651). So at a fixed learning rate both the update
+# size and the rank mattered; $\alpha/\sqrt r$ holds the first fixed so that the second can show. For
+# the comparison with SFT this says only that LoRA $r = 8$ with $\alpha/r$ at $10^{-3}$ took small
+# steps, about a third of rsLoRA's at the same rank (0.4710 against 1.3324); whether a larger step
+# closes the gap is what the learning-rate grid of section 4 tests.
 
 # %% [markdown]
 # ### 4c. Evaluation is part of the decision (Book §7.2.3–§7.2.4): ROUGE and BLEU
@@ -1568,10 +1710,10 @@ assert np.allclose(checked[:, 0], checked[:, 1], atol=1e-12)
 # On the models: every ROUGE and BLEU value is low (ROUGE-L F 0.148 for the base, BLEU 2.3) because
 # one reference answer is a small target for free text. The paired changes say little that the
 # format and margin did not say better: SFT at $10^{-3}$, the run that learned the casual style best,
-# did not move ROUGE-L F against the casual reference (−0.020 [−0.076, 0.032]). The two drops that are
-# there come from a failure the format rule cannot see: LoRA and QLoRA at $10^{-3}$ often write the
+# did not move ROUGE-L F against the casual reference (−0.020, sign-flip p = 0.520). The drops that are
+# there (LoRA −0.063, p = 0.121; QLoRA, below) come from a failure the format rule cannot see: LoRA and QLoRA at $10^{-3}$ often write the
 # sign-on **and stop** (the generations below), so the sign-on is removed and little or nothing is left
-# to overlap — QLoRA's ROUGE-L F fell by 0.091 [−0.138, −0.045] (p = 0.010). Format compliance alone
+# to overlap — QLoRA's ROUGE-L F fell by 0.091 (sign-flip p = 0.010). Format compliance alone
 # would have called these runs a partial success. That is §7.2.4's point: the evaluation is part of
 # the decision — a rule for the format, a likelihood for the style, a check that the answer is still
 # there, and someone who reads the answers for correctness, which none of these numbers does.
@@ -1647,9 +1789,9 @@ if not SKIP_RUNS:
 # Using the numbers this notebook printed (the results table, the paired comparisons, the rank sweep
 # and section 4c): (a) what share of the parameters did LoRA train, and how does its training-state
 # memory compare with SFT's? (b) Did the format and the style move, for which runs, and is the change
-# larger than its noise (cite a Wilson interval or McNemar p-value, and a margin interval)? Compare SFT
-# and LoRA *at the same learning rate*: what can you conclude about the method, and what not? Did the
-# loss on the unrelated sentences move (forgetting)? (c) What did the 4-bit base buy on this machine,
+# larger than its noise (cite a Wilson interval or McNemar p-value, and a sign-flip p-value)? Compare
+# SFT and LoRA *at the same learning rate*: what can you conclude about the method, and what not? Did
+# the loss on the unrelated sentences move (forgetting)? (c) What did the 4-bit base buy on this machine,
 # and what did it cost? (d) Would ROUGE or BLEU alone have told you whether fine-tuning succeeded?
 
 # %% [markdown] nbgrader={"grade": true, "grade_id": "written_q1", "locked": false, "points": 2, "schema_version": 3, "solution": true, "task": false}
@@ -1662,13 +1804,16 @@ if not SKIP_RUNS:
 # weights.
 # (b) The format moved for every run at $10^{-3}$ and for none at $5\cdot10^{-5}$ (0/24): SFT 24/24
 # [0.86, 1.00], LoRA 9/24 [0.21, 0.57] (McNemar p = 0.0039), QLoRA 13/24 [0.35, 0.72] (p = 0.00024),
-# from 0/24 for the base. The style margin moved only for SFT at $10^{-3}$: +0.598 [0.391, 0.817];
-# LoRA −0.004 [−0.105, 0.102]. At the same rate SFT beat LoRA on format (15 prompts only with SFT,
-# none only with LoRA) and margin (−0.602 [−0.831, −0.389] for LoRA − SFT): with equal learning rate
+# from 0/24 for the base. The style margin moved only for SFT at $10^{-3}$: +0.598 (sign-flip
+# p = 0.004); LoRA −0.004 (p = 0.943). At the same rate SFT beat LoRA on format (15 prompts only with
+# SFT, none only with LoRA) and margin (−0.602 for LoRA − SFT, p = 0.002): with equal learning rate
 # and steps, full fine-tuning of 4 layers moved further than LoRA $r = 8$, $\alpha/r$. That is not a
-# verdict on the method — LoRA with $\alpha/\sqrt r$ reached 24/24 and a margin of 0.316 at the same
-# rate (section 4b), and only two learning rates were tried — and it refutes the old reading that SFT
-# "learns content, not tone", which compared $5\cdot10^{-5}$ with $10^{-3}$. Forgetting: none
+# verdict on the method: LoRA was still improving at the higher of the only two rates tried (its best
+# rate is not bracketed), each configuration ran once with one seed, and at the same rate LoRA with
+# $\alpha/\sqrt r$ — an Adam update about three times larger at $r = 8$, since the update goes like
+# factor $\times\sqrt r$ — started 24/24 answers with the sign-on (5-token starts, which cannot show
+# whether an answer follows) and reached a margin of 0.316 (section 4b). Comparing SFT at
+# $5\cdot10^{-5}$ with LoRA at $10^{-3}$ would have mistaken the learning rate for the method. Forgetting: none
 # detectable; the unrelated-text loss fell (SFT −0.149 [−0.214, −0.081], LoRA −0.094, QLoRA −0.055
 # [−0.136, 0.033]).
 # (c) The 4-bit base cut the training state from 518 MiB (LoRA) to 471 MiB: the 4 quantized layers'
@@ -1680,5 +1825,5 @@ if not SKIP_RUNS:
 # dominate the memory.
 # (d) No. A one-word change that makes an answer wrong keeps ROUGE-L F at 0.967, a correct
 # paraphrase gets 0.377; the run that learned the style best (SFT at $10^{-3}$) did not move ROUGE-L F
-# (−0.020 [−0.076, 0.032]), and the one clear ROUGE drop (QLoRA, −0.091 [−0.138, −0.045]) comes
+# (−0.020, sign-flip p = 0.520), and the one clear ROUGE drop (QLoRA, −0.091, p = 0.010) comes
 # from answers that stop after the sign-on, a failure the format rule alone would have missed.

@@ -15,15 +15,18 @@
 # preference set, the bandit) is supplied by the course.
 #
 # **You will implement (graded).**
-# 1. `sequence_logprobs` — summed log-probability of the completion tokens (3 pts)
-# 2. `dpo_loss` — DPO loss, implicit rewards and margins, equal to TRL's `DPOTrainer` (3 pts)
+# 1. `sequence_logprobs` — summed log-probability of the completion tokens (2 pts)
+# 2. `dpo_loss` — DPO loss, implicit rewards and margins, equal to TRL's `DPOTrainer` (2 pts)
 # 3. `group_advantages` — GRPO's group-relative advantage (2 pts)
-# 4. `ngram_overlap` — an n-gram contamination check between two texts (2 pts)
+# 4. `grpo_loss` — GRPO's clipped surrogate with the KL penalty to the reference, equal to TRL's
+#    `GRPOTrainer` loss; it then trains SmolLM2 on a verifiable reward (3 pts)
+# 5. `ngram_overlap` — an n-gram contamination check between two texts (1 pt)
 #
 # plus one written question (3 pts) that asks for evidence from this notebook's outputs.
 #
 # Models: a tiny random Llama (for the exact comparisons with TRL's DPO and GRPO losses) and
-# `HuggingFaceTB/SmolLM2-135M-Instruct` (the DPO run, a GRPO run with an exact reward, and the judge).
+# `HuggingFaceTB/SmolLM2-135M-Instruct` (the DPO run, a GRPO run with a verifiable arithmetic reward,
+# and the judge).
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # Setup: on Colab this installs the course; locally `make lab` already did.
@@ -162,7 +165,7 @@ for name, pairs in [("familiar (file)", HELDOUT_PAIRS), ("unseen (new)", HELDOUT
 # reference to reach a given loss (TRL's docs: "higher β means less deviation").
 
 # %% [markdown]
-# ### Exercise 1 — summed completion log-probabilities (3 points)
+# ### Exercise 1 — summed completion log-probabilities (2 points)
 #
 # Implement `sequence_logprobs`. Use `torch.log_softmax` on float32 logits (upcast 16-bit ones)
 # and `gather`, not `torch.log(torch.softmax(...))`: when one logit is far ahead, the other tokens'
@@ -171,6 +174,13 @@ for name, pairs in [("familiar (file)", HELDOUT_PAIRS), ("unseen (new)", HELDOUT
 # indexing), not by multiplying by the mask: a token the model rules out (log-probability `-inf`,
 # e.g. a masked vocabulary entry) in the prompt or the padding gives `0 * (-inf) = nan` in a
 # product, while it must contribute nothing. Do not call a library DPO helper.
+#
+# The contract: `logits` $(B, T, V)$, `input_ids` and `completion_mask` $(B, T)$ (mask 1 or `True`
+# on completion tokens); return a float32 tensor $(B,)$ (float32 also for float64 or 16-bit logits);
+# position 0 is never scored, even when `completion_mask[:, 0]` is 1 (a prompt of length 0); the inputs
+# are left unchanged; raise `ValueError` if the shapes do not match (logits not 3-D, or a different
+# $B$ or $T$) or if any row has no completion token at positions $t \ge 1$, even when the other rows
+# have one.
 
 # %% nbgrader={"grade": false, "grade_id": "ex1_sequence_logprobs", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def sequence_logprobs(logits, input_ids, completion_mask):
@@ -203,7 +213,7 @@ def sequence_logprobs(logits, input_ids, completion_mask):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "test_ex1_sequence_logprobs", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade": true, "grade_id": "test_ex1_sequence_logprobs", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 from course_utils.grading import check_close, check_shape, check_true
 _g = torch.Generator().manual_seed(1)
 _logits = torch.randn(2, 5, 7, generator=_g)
@@ -320,10 +330,16 @@ del _g, _logits, _ids, _mask, _out, _outb, _bad_masks, _what, _bad_mask, _lg_inf
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### Exercise 2 — DPO loss, implicit rewards, margins (3 points)
+# ### Exercise 2 — DPO loss, implicit rewards, margins (2 points)
 #
-# Implement `dpo_loss` from the four per-pair log-probabilities. Do not call
-# `trl`'s loss functions.
+# Implement `dpo_loss` from the four per-pair log-probabilities, each a $(B,)$ tensor of summed
+# completion log-probabilities. Return `(loss, chosen_rewards, rejected_rewards, margins)` in the
+# inputs' dtype: `chosen_rewards` $= \beta(\texttt{policy\_chosen} - \texttt{ref\_chosen})$,
+# `rejected_rewards` likewise, `margins` their difference, all $(B,)$, and `loss` the batch **mean** of
+# $-\log\sigma(\text{margin})$ as a 0-dim tensor (not a Python float; use `F.logsigmoid`, finite for
+# large margins of either sign). Leave the inputs unchanged; raise `ValueError` if `beta` $\le 0$ or if
+# the four inputs are not all 1-D of the same shape (no broadcasting: a $(1,)$ or $(B, 1)$ input is an
+# error too). Do not call `trl`'s loss functions.
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_dpo_loss", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def dpo_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta=0.1):
@@ -353,7 +369,7 @@ def dpo_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta=0.1)
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "test_ex2_dpo_loss", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade": true, "grade_id": "test_ex2_dpo_loss", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 from course_utils.grading import check_close
 _pc, _pr = torch.tensor([-20.0]), torch.tensor([-25.0])
 _loss, _rc, _rr, _m = dpo_loss(_pc, _pr, _pc.clone(), _pr.clone())
@@ -657,13 +673,17 @@ if N_STEPS:
 # **distinct-1 / distinct-2** (distinct word unigrams / bigrams divided by their count: 1 = no
 # repetition, low = loops). The differences after − before are paired by prompt: a mean with a
 # 95 % t-interval and a Wilcoxon signed-rank test. On the 12 held-out questions we also apply a
-# **closed answer key** (does the answer contain "green", "Shakespeare", "60", …?), the kind of
-# verifiable check Book §8.4.4 prefers to a judge; McNemar's exact test compares before and after.
+# **closed answer key**, the kind of verifiable check Book §8.4.4 prefers to a judge. A key that
+# searches the whole answer for "60" accepts "An hour is 3600 minutes … multiply 3600 by 60", a wrong
+# answer; so the key checks only the answer's **first sentence** (up to the first `.`, `!` or `?`
+# followed by a space, or the first line break), with whole-word patterns (`\b60\b|\bsixty\b`, …).
+# McNemar's exact test compares before and after.
 
 # %% nbgrader={"grade": false, "grade_id": "dpo_length", "locked": true, "schema_version": 3, "solution": false, "task": false}
 import re
-ANSWER_KEY = [r"green", r"shakespeare", r"60|sixty", r"portuguese", r"\b0\b|zero", r"\bsun\b", r"heart",
-              r"water", r"seven|\b7\b", r"everest", r"kitten", r"\bsix\b|\b6\b"]   # the 12 held-out questions in order
+ANSWER_KEY = [r"\bgreen\b", r"\bshakespeare\b", r"\b60\b|\bsixty\b", r"\bportuguese\b", r"\b0\b|\bzero\b", r"\bsun\b",
+              r"\bheart\b", r"\bwater\b", r"\bseven\b|\b7\b", r"\beverest\b", r"\bkittens?\b",
+              r"\bsix\b|\b6\b"]   # the 12 held-out questions in order, whole words only
 assert len(ANSWER_KEY) == len(HELDOUT_PAIRS)
 MAX_NEW = 16 if CI_MODE else 48
 LEN_PROMPTS = [p["prompt"] for p in (HELDOUT_PAIRS[:2] if CI_MODE else HELDOUT_PAIRS + TRAIN_PAIRS[:12])]
@@ -683,7 +703,9 @@ def answer_stats(answers):
 
 
 def key_correct(answers):
-    return np.array([bool(re.search(k, a.lower())) for k, a in zip(ANSWER_KEY, answers)])
+    """Does each answer's first sentence (to the first '. ', '! ', '? ' or line break) match its key?"""
+    first = [re.split(r"(?<=[.!?])\s|\n", a.strip(), maxsplit=1)[0] for a in answers]
+    return np.array([bool(re.search(k, f.lower())) for k, f in zip(ANSWER_KEY, first)])
 
 
 if N_STEPS:
@@ -705,6 +727,10 @@ if N_STEPS:
         print(f"answer key on the 12 held-out questions: reference {ok['reference'].sum()}/12 correct, "
               f"after DPO {ok['after DPO'].sum()}/12; discordant {only_before} (lost) vs {only_after} (gained), "
               f"McNemar exact p = {p_mcnemar:.2g}")
+        print("the first sentences the key reads (1 = matches the key), reference | after DPO:")
+        for k, a0, a1, o0, o1 in zip(ANSWER_KEY, gens["reference"], gens["after DPO"], ok["reference"], ok["after DPO"]):
+            f0, f1 = (re.split(r"(?<=[.!?])\s|\n", a.strip(), maxsplit=1)[0][:60] for a in (a0, a1))
+            print(f"  {k:22s} {int(o0)} {f0!r:64s} | {int(o1)} {f1!r}")
         for q, a0, a1 in list(zip(LEN_PROMPTS, gens["reference"], gens["after DPO"]))[:3]:
             print(f"\nQ: {q}\n  reference: {a0}\n  after DPO: {a1}")
     else:
@@ -729,9 +755,11 @@ if N_STEPS:
 # Length, repetition and correctness (Book §8.5.1) show no measurable change: over 24 prompts the
 # answer length changed by −0.54 [−2.80, 1.72] tokens (Wilcoxon p = 0.46) and distinct-2 by −0.02
 # [−0.04, 0.01] (p = 0.25); 15 of the 24 answers hit the 48-token cap, before and after alike, so
-# the length is partly the cap's. The answer key went from 5/12 to 7/12 correct (2 gained, 0 lost;
-# McNemar p = 0.5): no evidence of a factual change. The key is crude, too: the Romeo and Juliet
-# answer names Shakespeare and then credits "the 17th-century French playwright" — counted correct.
+# the length is partly the cap's. The answer key, read on each answer's first sentence, counts 4/12 correct before and 4/12 after
+# (0 gained, 0 lost; McNemar exact p = 1): no evidence of a factual change. A search of the whole
+# answer would have counted the hour answer after DPO ("An hour is equivalent to 3600 minutes … multiply
+# 3600 by 60") as correct, because it contains "60". The key is still crude: the Romeo and Juliet first
+# sentence names Shakespeare and then credits "the 17th-century French playwright" — counted correct.
 # The answers change wording at most — blue and yellow give "blue" before and "a shade of blue" after; an hour has "36 minutes" before and "3600
 # minutes" after. DPO redistributes probability among behaviours the model already has; it does not
 # add knowledge (Book §8.2.3, §8.5.2).
@@ -782,13 +810,9 @@ else:
 # blue and yellow now make "The perfect blend of blue and yellow. A harmonious union of the two
 # colors." — still no "green" — and the sky answer starts by repeating itself ("The sky's blue. The
 # sky's blue because of a process called Rayleigh scattering."). The mean length 37.88 → 33.46 tokens
-# is within the intervals. An earlier run of the course (lr 3·10⁻⁵, all 30 layers, 16 steps; not
-# reproduced here, it exceeds the CPU budget) went further: training loss ≈ 10⁻⁷, held-out rejected
-# log-prob −246[^q], and invented terms ("Rayleigh Scavenger Blood scattering")[^q]. This is why β, the
-# learning rate and the number of steps are kept small, and why one watches a held-out margin and
-# the generations rather than the training loss (Book §8.2.2's anchoring).
-#
-# [^q]: quoted from an earlier run of the course, not produced by this notebook.
+# is within the intervals. This is why β, the learning rate and the number of steps are kept small,
+# and why one watches a held-out margin and the generations rather than the training loss (Book
+# §8.2.2's anchoring).
 
 # %% [markdown]
 # ## 5. RLHF: reward model, KL-regularised objective, PPO's clip (Book §8.3.1–§8.3.2)
@@ -926,11 +950,10 @@ for step in (50, 200):
           f"(Welch t-test p = {welch.pvalue:.2g}); equal spread over seeds, Brown-Forsythe p = {spread.pvalue:.2g}")
 worse = {name: (r[:, -1] < 0.5).astype(float) for name, r in runs.items()}
 if any(w.any() for w in worse.values()):
-    worse_d = diff_ci(worse["no baseline"], worse["with baseline"])
+    k_no, k_with = int(worse["no baseline"].sum()), int(worse["with baseline"].sum())
     fisher = stats.fisher_exact([[int(w.sum()), len(w) - int(w.sum())] for w in worse.values()])
-    print(f"share ending on a worse arm, without minus with baseline: {worse_d.estimate:+.3f} "
-          f"[{worse_d.low:+.3f}, {worse_d.high:+.3f}] (Welch interval on the 0/1 outcomes), "
-          f"Fisher exact p = {fisher.pvalue:.2g}")
+    print(f"ending on a worse arm, without vs with baseline: {k_no}/{len(seeds)} vs {k_with}/{len(seeds)}, "
+          f"difference {(k_no - k_with) / len(seeds):+.3f}; Fisher exact test p = {fisher.pvalue:.2g}")
 else:
     print(f"no seed of {len(seeds)} ended on a worse arm, with or without baseline")
 
@@ -943,9 +966,9 @@ else:
 # (Welch p = 0.00016), and the spread over seeds shrinks from an sd of 0.228 to 0.050 (Brown–Forsythe
 # test of equal spread, p = 0.00014). Without a baseline 5 of 200 seeds ended on a worse arm
 # (0.025, Wilson [0.011, 0.057]), with it none ([0.000, 0.019]); the difference of the two rates,
-# +0.025 [+0.003, +0.047] (Welch interval on the 0/1 outcomes), is borderline (Fisher's exact test
-# p = 0.061). Such failures are rare: a few dozen seeds cannot measure their rate, 200 measure it
-# roughly. Both variants end concentrated on one arm — the "collapse" of Book §8.5.3 is just what
+# +0.025, is not significant at the 5 % level (Fisher's exact test p = 0.061): 200 seeds per arm
+# cannot tell whether the baseline prevents these rare failures or only makes them rarer. A few dozen
+# seeds could not even estimate the rate. Both variants end concentrated on one arm — the "collapse" of Book §8.5.3 is just what
 # maximising expected reward does in a small action space with no entropy or KL term.
 #
 # ### GRPO: the group is the baseline (Book §8.3.3)
@@ -956,6 +979,12 @@ else:
 # needed — that is its main saving (memory), rather than sample efficiency: it needs $G$ samples per prompt.
 #
 # ### Exercise 3 — group-relative advantage (2 points)
+#
+# Implement `group_advantages(rewards, eps=1e-4)` for a $(\text{num\_groups}, G)$ tensor, one row
+# per prompt: $A_{ij} = (r_{ij} - \bar r_i)/(s_i + \varepsilon)$ with the mean and the **sample** std
+# ($G - 1$) of **row $i$** only; `eps` is added to the std (not to the variance, not a floor); a
+# row of equal rewards gets advantages 0. Return the same shape and dtype and leave the input
+# unchanged; raise `ValueError` if `rewards` is not 2-D or $G < 2$.
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_group_advantages", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def group_advantages(rewards, eps=1e-4):
@@ -1025,40 +1054,184 @@ del _g, _r, _A, _bad, _r4
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### GRPO, trained: an exact format reward on SmolLM2-135M-Instruct (Book §8.3.3)
+# ### Exercise 4 — the GRPO loss: clipped ratio and KL to the reference (3 points)
 #
-# The advantage alone is not GRPO. Here we run it: for each prompt, sample a **group** of
-# `GRPO_G` = 8 completions of `GRPO_LEN` = 3 tokens from the current policy (temperature 1, no top-k
-# or top-p), score them with an **exact** reward, turn the rewards into `group_advantages` (Exercise
-# 3), and take one gradient step on TRL's GRPO loss (`loss_type="grpo"`, $\beta = 0$, one update per
-# batch, so the clipped ratio is exactly 1 and the loss reduces to
-# $-\frac{1}{|\mathcal B|}\sum_i \frac{1}{|y_i|}\sum_t A_i \log\pi_\theta(y_{i,t}\mid x, y_{i,<t})$
-# in its gradient).
+# The advantage alone is not GRPO. DeepSeekMath's GRPO (Shao et al. 2024; TRL's
+# `loss_type="grpo"`) samples a group of completions with the policy $\pi_{\text{old}}$, then takes
+# **several** gradient steps on the same samples. From the second step on, the policy $\pi_\theta$
+# being trained differs from the one that sampled, so each token carries the probability ratio
+# $\rho_t = \pi_\theta(y_t\mid\cdot)/\pi_{\text{old}}(y_t\mid\cdot)$, clipped as in PPO, and a
+# penalty keeps $\pi_\theta$ near the frozen reference $\pi_{\text{ref}}$. Implement `grpo_loss`:
 #
-# **Task and reward.** A format rule the model follows only sometimes: *the answer starts with the
-# token* `The` (token id printed below); reward 1 if the first completion token is `The`, else 0.
-# The reward is exact (no judge, no reward model), and its expected value on a prompt is the
-# policy's probability of `The` as the first token, $\pi_\theta(\texttt{The}\mid x)$, which one forward
-# pass gives **exactly**: the held-out measurement below has no sampling noise, only the spread over
-# prompts. Training prompts: the 36 training questions of Section 1 (`GRPO_P` = 4 per step);
-# held-out: the 12 held-out questions, never sampled in training.
+# * inputs: `logps`, `old_logps`, `ref_logps`, each $(N, T)$: the per-token log-probabilities of $N$
+#   sampled completions under $\pi_\theta$ (they carry the gradient), under $\pi_{\text{old}}$ and
+#   under $\pi_{\text{ref}}$; `advantages` $(N,)$, one $A_i$ per completion (Exercise 3's output,
+#   flattened); `mask` $(N, T)$, 1 on a completion's tokens and 0 after its end; `epsilon`
+#   (default 0.2) and `beta` (default 0.04);
+# * per token: $\rho = \exp(\texttt{logps} - \texttt{old\_logps})$; surrogate
+#   $\min\big(\rho A_i,\ \operatorname{clip}(\rho, 1-\epsilon, 1+\epsilon)\,A_i\big)$;
+#   KL estimate $k_3 = e^{\,r} - r - 1$ with $r = \texttt{ref\_logps} - \texttt{logps}$ (always ≥ 0, the
+#   estimator of the GRPO paper and TRL); per-token loss $= -\text{surrogate} + \beta\,k_3$;
+# * the loss is the **mean over the $N$ completions** of each completion's **mean over its masked
+#   tokens** (sum over the tokens with mask 1, divided by their number, at least 1, so a completion with
+#   no token contributes 0), returned as a 0-dim tensor; the inputs are left unchanged.
 #
-# **Compared, one factor at a time, same seeds**: the GRPO advantage (group mean as baseline, scaled
-# by the group's std) against **no baseline** ($A_i = r_i$, plain REINFORCE on the 0/1 reward), same
-# prompts order, same sampling generator, same AdamW learning rate `GRPO_LR`, the last 10 layers
-# trained as in Section 4. Full mode: `GRPO_STEPS` = 15 steps and 2 training seeds per variant; CI
-# mode: 1 step, 1 seed (a smoke run).
+# The clip applies to the ratio in both directions and the `min` keeps the unclipped term when it is
+# the smaller one (Section 5's table). Do not call `trl`. Below, the same function is checked against
+# `GRPOTrainer.compute_loss` and then trains SmolLM2.
+
+# %% nbgrader={"grade": false, "grade_id": "ex3b_grpo_loss", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def grpo_loss(logps, old_logps, ref_logps, advantages, mask, epsilon=0.2, beta=0.04):
+    """GRPO loss (Shao et al. 2024, TRL's loss_type="grpo") of N completions of T tokens (Book §8.3.3).
+
+    logps, old_logps, ref_logps: (N, T) per-token log-probs under the policy trained, the policy that
+    sampled, and the frozen reference. advantages: (N,). mask: (N, T), 1 on completion tokens.
+    Per token: ratio = exp(logps - old_logps);
+      surrogate = min(ratio * A, clip(ratio, 1 - epsilon, 1 + epsilon) * A);
+      k3 = exp(ref_logps - logps) - (ref_logps - logps) - 1;  per-token loss = -surrogate + beta * k3.
+    Returns the mean over completions of (masked sum of per-token losses) / max(mask sum, 1), 0-dim.
+    Inputs are left unchanged.
+    """
+    ### BEGIN SOLUTION
+    ratio = torch.exp(logps - old_logps)
+    adv = advantages[:, None]
+    surrogate = torch.minimum(ratio * adv, ratio.clamp(1 - epsilon, 1 + epsilon) * adv)
+    r = ref_logps - logps
+    per_token = -surrogate + beta * (torch.exp(r) - r - 1)
+    return ((per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_ex3b_grpo_loss", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+from course_utils.grading import check_close
+_lp = torch.tensor([[-1.0, -2.0]])
+check_close("grpo_loss when logps == old_logps == ref_logps, A = 1 (ratio 1, KL 0: loss -A)",
+            grpo_loss(_lp, _lp.clone(), _lp.clone(), torch.tensor([1.0]), torch.ones(1, 2)), -1.0, atol=1e-6)
+_old = torch.tensor([[-1.5, -2.0]])           # token 0: ratio e^0.5 = 1.65 > 1.2, clipped for A > 0
+check_close("grpo_loss with ratios [1.6487, 1], A = 1, epsilon 0.2, beta 0 (token 0 clipped at 1.2)",
+            grpo_loss(_lp, _old, _lp.clone(), torch.tensor([1.0]), torch.ones(1, 2), beta=0.0), -1.1, atol=1e-5)
+check_close("grpo_loss with ratios [1.6487, 1], A = -1, epsilon 0.2, beta 0 (min keeps the unclipped -1.6487)",
+            grpo_loss(_lp, _old, _lp.clone(), torch.tensor([-1.0]), torch.ones(1, 2), beta=0.0),
+            (math.exp(0.5) + 1) / 2, atol=1e-5)
+check_close("grpo_loss with ratio 1, A = 0, ref_logps - logps = [1, 0], beta 0.5 (0.5 * mean of e - 1 - 1 and 0)",
+            grpo_loss(_lp, _lp.clone(), _lp + torch.tensor([[1.0, 0.0]]), torch.tensor([0.0]), torch.ones(1, 2), beta=0.5),
+            0.5 * (math.e - 2) / 2, atol=1e-5)
+check_close("grpo_loss with mask [[1, 0]] (the second token is after the end: not counted)",
+            grpo_loss(_lp, _old, _lp.clone(), torch.tensor([1.0]), torch.tensor([[1.0, 0.0]]), beta=0.0), -1.2, atol=1e-5)
+del _lp, _old
+### BEGIN HIDDEN TESTS
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import record
+record("module of grpo_loss (it must be defined in this notebook)", grpo_loss.__module__)
+_g = torch.Generator().manual_seed(21)
+_N, _T = 6, 5
+_old = -3 * torch.rand(_N, _T, generator=_g, dtype=torch.float64)
+_lp0 = _old + 0.6 * torch.randn(_N, _T, generator=_g, dtype=torch.float64)   # ratios from about 0.3 to 3
+_ref = _old + 0.4 * torch.randn(_N, _T, generator=_g, dtype=torch.float64)
+_adv = torch.tensor([1.2, -0.7, 0.0, -1.5, 0.9, 2.0], dtype=torch.float64)
+_mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0], [1, 1, 1, 1, 0],
+                      [0, 0, 0, 0, 0]], dtype=torch.float64)   # the last completion has no token
+
+
+def _loss_and_grad(**kw):
+    lp = _lp0.clone().requires_grad_(True)
+    loss = grpo_loss(lp, _old, _ref, _adv, _mask, **kw)
+    loss.backward()
+    return [loss.detach(), lp.grad]
+
+
+record("grpo_loss and its gradient wrt logps, 6 completions, epsilon 0.2, beta 0.04 (defaults)", _loss_and_grad(),
+       atol=1e-9, rtol=1e-6)
+record("grpo_loss and its gradient, epsilon 0.1, beta 0 (surrogate only: the clip in both directions, the min)",
+       _loss_and_grad(epsilon=0.1, beta=0.0), atol=1e-9, rtol=1e-6)
+record("grpo_loss and its gradient, epsilon 0.3, beta 0.5 (the k3 KL term and its sign)",
+       _loss_and_grad(epsilon=0.3, beta=0.5), atol=1e-9, rtol=1e-6)
+record("old_logps after grpo_loss (left unchanged)", _old)
+record("ref_logps after grpo_loss (left unchanged)", _ref)
+record("advantages after grpo_loss (left unchanged)", _adv)
+record("mask after grpo_loss (left unchanged)", _mask)
+_lp_f = _lp0.float()
+record("grpo_loss on float32 inputs, advantages of both signs (a mean of per-completion token means)",
+       grpo_loss(_lp_f, _old.float(), _ref.float(), _adv.float(), _mask.float()), atol=1e-5, rtol=1e-5)
+### BEGIN REFERENCE
+from course_utils.grading import expect
+
+
+def _direct(lp, old, ref, adv, mask, eps, beta):   # the formula written token by token, in float64
+    total = 0.0
+    for i in range(len(lp)):
+        s, n = 0.0, 0
+        for t in range(len(lp[i])):
+            if mask[i][t]:
+                rho = math.exp(lp[i][t] - old[i][t])
+                surr = min(rho * adv[i], min(max(rho, 1 - eps), 1 + eps) * adv[i])
+                r = ref[i][t] - lp[i][t]
+                s += -surr + beta * (math.exp(r) - r - 1)
+                n += 1
+        total += s / max(n, 1)
+    return total / len(lp)
+
+
+for _kw, _key in (({}, "grpo_loss and its gradient wrt logps, 6 completions, epsilon 0.2, beta 0.04 (defaults)"),
+                  ({"epsilon": 0.1, "beta": 0.0},
+                   "grpo_loss and its gradient, epsilon 0.1, beta 0 (surrogate only: the clip in both directions, the min)"),
+                  ({"epsilon": 0.3, "beta": 0.5}, "grpo_loss and its gradient, epsilon 0.3, beta 0.5 (the k3 KL term and its sign)")):
+    _eps, _beta = _kw.get("epsilon", 0.2), _kw.get("beta", 0.04)
+    _val = _direct(_lp0.tolist(), _old.tolist(), _ref.tolist(), _adv.tolist(), _mask.tolist(), _eps, _beta)
+    _h = 1e-6                                      # central differences of the direct formula
+    _grad = torch.zeros(_N, _T, dtype=torch.float64)
+    for _i in range(_N):
+        for _t in range(_T):
+            _up, _dn = _lp0.clone(), _lp0.clone()
+            _up[_i, _t] += _h
+            _dn[_i, _t] -= _h
+            _grad[_i, _t] = (_direct(_up.tolist(), _old.tolist(), _ref.tolist(), _adv.tolist(), _mask.tolist(), _eps, _beta)
+                             - _direct(_dn.tolist(), _old.tolist(), _ref.tolist(), _adv.tolist(), _mask.tolist(), _eps, _beta)) / (2 * _h)
+    expect(_key, [torch.tensor(_val, dtype=torch.float64), _grad], atol=1e-6, rtol=1e-5)
+_g = torch.Generator().manual_seed(21)
+_old0 = -3 * torch.rand(_N, _T, generator=_g, dtype=torch.float64)
+expect("old_logps after grpo_loss (left unchanged)", _old0)
+del _direct, _kw, _key, _eps, _beta, _val, _h, _grad, _i, _t, _up, _dn, _old0
+### END REFERENCE
+del _g, _N, _T, _old, _lp0, _ref, _adv, _mask, _loss_and_grad, _lp_f
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### GRPO, trained: a verifiable arithmetic reward on SmolLM2-135M-Instruct (Book §8.3.3)
+#
+# Now the whole loop, as DeepSeekMath and TRL run it. **Task and reward.** Questions
+# "What is $a$ + $b$? Reply with the number only." for the 36 pairs $1 \le a, b$, $a + b \le 9$; 12 of
+# them (drawn with a seed) are held out, 24 train. The reward is a program, not a judge: the integers
+# in the reply are read in order; a leading restatement "$a$ + $b$" is skipped; the reward is 1 if the
+# next integer is $a + b$, else 0 (so "7", "3 + 4 = 7" and "3 + 4 equals 7." score 1, "The answer" or
+# "3 + 4 = 8" score 0). The stand-in solves it only sometimes (the held-out rate before training is
+# printed below).
+#
+# **The loop.** Each step samples `GRPO_P` training questions and a **group** of `GRPO_G` = 8
+# completions of at most `GRPO_LEN` = 8 tokens for each (temperature 1), scores them, turns the rewards
+# into `group_advantages` (Exercise 3), then takes `GRPO_MU` = 2 AdamW steps on the same samples with
+# `grpo_loss` (Exercise 4), $\epsilon$ = 0.2 and $\beta$ = 0.04 (TRL's default ε; β as in DeepSeekMath). The
+# first update starts at $\rho = 1$; the second sees the ratios the first one moved, so the clip can
+# act. We log, per step: the mean sampled reward, the **clipped fraction** of the second update (tokens
+# whose ratio left $[1-\epsilon, 1+\epsilon]$ in the direction where the clip zeroes the gradient, as TRL's
+# `clip_ratio/region_mean`), the mean per-token $k_3$ KL to the reference, and the completion length.
+# Last 10 layers trained as in Section 4, learning rate `GRPO_LR`. **Held out**, before and after: 8
+# sampled replies per held-out question with a fixed sampling seed, the mean reward per question, and a
+# paired t-test over the 12 questions. Full mode: `GRPO_STEPS` = 6 steps of 2 questions; CI mode: 1
+# step of 1 question and 3 held-out questions (a smoke run).
 #
 # **Checked against TRL first.** For speed each prompt runs once and its key/value cache is shared
 # by the group's completions; on the tiny random Llama of Section 3 we check that these per-token
-# log-probs equal a full forward pass, and that the gradient of our loss equals the gradient of
-# `GRPOTrainer.compute_loss` on the same batch (same prompt, completions, mask and advantages).
+# log-probs equal a full forward pass, and that `grpo_loss` and its gradient equal those of
+# `GRPOTrainer.compute_loss` on the same batch with old log-probs that differ from the current ones
+# (so ratios are clipped) and $\beta$ = 0.04 (TRL's `use_bias_correction_kl` off: by default this TRL
+# version multiplies the KL by the ratio, which the GRPO paper does not).
 
 # %% nbgrader={"grade": false, "grade_id": "grpo_setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
-GRPO_G, GRPO_LEN, GRPO_P, GRPO_LR, GRPO_LAYERS = 8, 3, 4, 2e-5, 10
-GRPO_STEPS = 0 if AUTOGRADING else (1 if CI_MODE else 15)   # CI mode: 1 step (a smoke run); full mode: 15
-GRPO_SEEDS = [0] if CI_MODE else [0, 1]
-GRPO_HELDOUT = 3 if CI_MODE else 12                      # CI mode: 3 held-out prompts; full mode: all 12
+GRPO_G, GRPO_LEN, GRPO_LR, GRPO_LAYERS, GRPO_MU, GRPO_EPS, GRPO_BETA = 8, 8, 5e-5, 10, 2, 0.2, 0.04
+GRPO_STEPS = 0 if AUTOGRADING else (1 if CI_MODE else 6)    # CI mode: 1 step (a smoke run); full mode: 6
+GRPO_P = 1 if CI_MODE else 2                                # questions per step
+GRPO_HELDOUT = 3 if CI_MODE else 12                         # CI mode: 3 held-out questions; full mode: all 12
 
 
 def group_token_logprobs(model, prompt_ids, completions):
@@ -1088,20 +1261,12 @@ def sample_group(model, prompt_ids, G, C, gen):
     return completions, ((is_eos.cumsum(1) - is_eos.long()) == 0).float()
 
 
-def grpo_loss(token_logps, advantages, mask):
-    """TRL's loss_type="grpo" with beta 0 and one update per batch (old log-probs = current ones, detached):
-    mean over completions of the mean over their tokens of -exp(logp - logp.detach()) * A."""
-    per_token = -torch.exp(token_logps - token_logps.detach()) * advantages[:, None]
-    return ((per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()
-
-
 if not AUTOGRADING:
     with contextlib.redirect_stderr(io.StringIO()):
         from trl import GRPOConfig, GRPOTrainer
-    TARGET_ID = tok.encode("The", add_special_tokens=False)[0]
     # the check: one group of 4 completions of 3 tokens on the tiny random Llama, one of them ending early
     _ids = tok(chat_prompt(TRAIN_PAIRS[0]["prompt"]), return_tensors="pt", add_special_tokens=False).input_ids
-    _comp = torch.randint(0, len(tok), (4, GRPO_LEN), generator=torch.Generator().manual_seed(1))
+    _comp = torch.randint(0, len(tok), (4, 3), generator=torch.Generator().manual_seed(1))
     _comp[1, 1] = tok.eos_token_id
     _is_eos = _comp == tok.eos_token_id
     _mask = ((_is_eos.cumsum(1) - _is_eos.long()) == 0).float()
@@ -1112,38 +1277,75 @@ if not AUTOGRADING:
     _trl_model = copy.deepcopy(_ours_model)
     with torch.no_grad():
         _shared = group_token_logprobs(_ours_model, _ids, _comp)
-        _full = torch.log_softmax(_ours_model(torch.cat([_ids.expand(4, -1), _comp], 1)).logits[:, -GRPO_LEN - 1:-1].float(),
+        _full = torch.log_softmax(_ours_model(torch.cat([_ids.expand(4, -1), _comp], 1)).logits[:, -3 - 1:-1].float(),
                                   -1).gather(-1, _comp[..., None]).squeeze(-1)
-    grpo_loss(group_token_logprobs(_ours_model, _ids, _comp), _adv, _mask).backward()
+    _noise = torch.Generator().manual_seed(2)
+    _old = _shared + 0.3 * torch.randn(_shared.shape, generator=_noise)   # the sampler: a policy 1 or 2 updates back
+    _refl = _shared + 0.3 * torch.randn(_shared.shape, generator=_noise)  # the frozen reference
+    _ours_loss = grpo_loss(group_token_logprobs(_ours_model, _ids, _comp), _old, _refl, _adv, _mask,
+                           epsilon=GRPO_EPS, beta=GRPO_BETA)
+    _ours_loss.backward()
     _args = GRPOConfig(output_dir=str(course_utils.paths.cache_dir() / "grpo_runs"), use_cpu=True, bf16=False,
-                       report_to="none", loss_type="grpo", beta=0.0, num_generations=4, per_device_train_batch_size=4,
-                       max_completion_length=GRPO_LEN, disable_tqdm=True, save_strategy="no")
+                       report_to="none", loss_type="grpo", beta=0.0, epsilon=GRPO_EPS, use_bias_correction_kl=False,
+                       num_generations=4, per_device_train_batch_size=4, max_completion_length=3, disable_tqdm=True,
+                       save_strategy="no")
     with contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         _trainer = GRPOTrainer(model=_trl_model, reward_funcs=lambda completions, **kw: [0.0] * len(completions),
                                args=_args, train_dataset=datasets.Dataset.from_list([{"prompt": "x"}] * 4),
                                processing_class=tok)
+        _trainer.beta = GRPO_BETA     # built with beta 0 (else TRL reloads a reference by name); the loss reads self.beta
         _trainer.model.eval()
-        _trainer.compute_loss(_trainer.model, {"prompt_ids": _ids.expand(4, -1), "prompt_mask": torch.ones(4, _ids.shape[1], dtype=torch.long),
-                                               "completion_ids": _comp, "completion_mask": _mask.long(), "advantages": _adv,
-                                               "num_items_in_batch": _mask.sum()}).backward()
+        _trl_loss = _trainer.compute_loss(_trainer.model, {
+            "prompt_ids": _ids.expand(4, -1), "prompt_mask": torch.ones(4, _ids.shape[1], dtype=torch.long),
+            "completion_ids": _comp, "completion_mask": _mask.long(), "advantages": _adv, "old_per_token_logps": _old,
+            "ref_per_token_logps": _refl, "num_items_in_batch": _mask.sum()})
+        _trl_loss.backward()
     _g_ours = torch.cat([p.grad.flatten() for p in _ours_model.parameters() if p.grad is not None])
     _g_trl = torch.cat([p.grad.flatten() for p in _trainer.model.parameters() if p.grad is not None])
-    print(f"reward token: {tok.decode([TARGET_ID])!r} (id {TARGET_ID})")
-    print(f"tiny Llama, 4 completions of {GRPO_LEN} tokens: shared-cache vs full-forward log-probs, max |diff| "
+    _ratio = torch.exp(_shared - _old)
+    print(f"tiny Llama, 4 completions of 3 tokens: shared-cache vs full-forward log-probs, max |diff| "
           f"{(_shared - _full).abs().max().item():.1e}")
-    print(f"gradient of our GRPO loss vs TRL GRPOTrainer.compute_loss: max |diff| {(_g_ours - _g_trl).abs().max().item():.1e} "
-          f"(gradient norm {_g_trl.norm().item():.3f})")
+    print(f"ratios of the check batch: {((_ratio > 1 + GRPO_EPS) | (_ratio < 1 - GRPO_EPS)).sum().item()} of "
+          f"{_ratio.numel()} outside [{1 - GRPO_EPS:.1f}, {1 + GRPO_EPS:.1f}]; epsilon {GRPO_EPS}, beta {GRPO_BETA}")
+    print(f"grpo_loss vs TRL GRPOTrainer.compute_loss: {_ours_loss.item():.6f} vs {_trl_loss.item():.6f}; gradients "
+          f"max |diff| {(_g_ours - _g_trl).abs().max().item():.1e} (gradient norm {_g_trl.norm().item():.3f})")
     course_utils.grading.check_close("shared-cache log-probs vs a full forward", _shared, _full, atol=1e-4)
-    course_utils.grading.check_close("our GRPO gradient vs TRL's", _g_ours, _g_trl, atol=1e-5)
+    course_utils.grading.check_close("grpo_loss vs TRL's", _ours_loss.item(), _trl_loss.item(), atol=1e-5)
+    course_utils.grading.check_close("grpo_loss gradient vs TRL's", _g_ours, _g_trl, atol=1e-5)
     del _trainer, _ours_model, _trl_model, _args, _ids, _comp, _is_eos, _mask, _adv, _shared, _full, _g_ours, _g_trl
+    del _noise, _old, _refl, _ours_loss, _trl_loss, _ratio
 
 # %% nbgrader={"grade": false, "grade_id": "grpo_run", "locked": true, "schema_version": 3, "solution": false, "task": false}
-def first_token_prob(model, questions):
-    """Exact expected reward of each prompt: pi(first completion token = TARGET_ID | prompt)."""
-    with torch.no_grad():
-        return np.array([torch.softmax(model(tok(chat_prompt(q), return_tensors="pt", add_special_tokens=False)
-                                             .input_ids).logits[0, -1].float(), -1)[TARGET_ID].item() for q in questions])
+SUMS = [(a, b) for a in range(1, 9) for b in range(1, 9) if a + b <= 9]      # 36 questions
+_order = np.random.default_rng(13).permutation(len(SUMS))
+SUM_HELDOUT = [SUMS[i] for i in _order[:GRPO_HELDOUT]]
+SUM_TRAIN = [SUMS[i] for i in _order[12:]]                                  # 24 training questions
+
+
+def sum_prompt(a, b):
+    return tok(chat_prompt(f"What is {a} + {b}? Reply with the number only."), return_tensors="pt",
+               add_special_tokens=False).input_ids
+
+
+def sum_reward(text, a, b):
+    """1.0 if the first integer of the reply after an optional restatement 'a + b' is a + b, else 0.0."""
+    nums = [int(x) for x in re.findall(r"\d+", text)]
+    if nums[:2] == [a, b]:
+        nums = nums[2:]
+    return float(nums[:1] == [a + b])
+
+
+def group_rewards(completions, mask, a, b):
+    return torch.tensor([sum_reward(tok.decode(c[m.bool()], skip_special_tokens=True), a, b)
+                         for c, m in zip(completions, mask)])
+
+
+def heldout_rewards(model, n=8, seed=100):
+    """Mean reward of n sampled replies per held-out question (the same sampling seed for every model)."""
+    gen = torch.Generator().manual_seed(seed)
+    return np.array([group_rewards(*sample_group(model, sum_prompt(a, b), n, GRPO_LEN, gen), a, b).mean().item()
+                     for a, b in SUM_HELDOUT])
 
 
 def unpatched_copy(model):
@@ -1155,92 +1357,106 @@ def unpatched_copy(model):
     return clone
 
 
-def train_grpo(baseline, seed):
-    """GRPO_STEPS steps from the frozen reference; returns (held-out expected rewards, mean sampled reward per step)."""
+def train_grpo(seed=0):
+    """GRPO_STEPS steps from the frozen reference; returns the trained model and a per-step log."""
     model = unpatched_copy(ref_model)
     n_layers = model.config.num_hidden_layers
     for name, p in model.named_parameters():
         p.requires_grad_(any(f"layers.{i}." in name for i in range(n_layers - GRPO_LAYERS, n_layers)))
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=GRPO_LR, weight_decay=0.0)
-    rng, gen, curve = np.random.default_rng(seed), torch.Generator().manual_seed(seed), []
-    for _ in range(GRPO_STEPS):
-        opt.zero_grad()
-        rewards = []
-        for i in rng.choice(len(TRAIN_PAIRS), GRPO_P, replace=False):
-            ids = tok(chat_prompt(TRAIN_PAIRS[i]["prompt"]), return_tensors="pt", add_special_tokens=False).input_ids
-            completions, mask = sample_group(model, ids, GRPO_G, GRPO_LEN, gen)
-            r = (completions[:, 0] == TARGET_ID).float()
-            adv = group_advantages(r[None])[0] if baseline else r
-            (grpo_loss(group_token_logprobs(model, ids, completions), adv, mask) / GRPO_P).backward()
-            rewards.append(r.mean().item())
-        opt.step()
-        curve.append(float(np.mean(rewards)))
-    held = first_token_prob(model, HELDOUT_QUESTIONS)
-    del model, opt
-    return held, np.array(curve)
+    rng, gen, log = np.random.default_rng(seed), torch.Generator().manual_seed(seed), []
+    for _ in tqdm(range(GRPO_STEPS), desc="GRPO steps"):
+        batch = []
+        for i in rng.choice(len(SUM_TRAIN), GRPO_P, replace=False):
+            a, b = SUM_TRAIN[i]
+            ids = sum_prompt(a, b)
+            comp, mask = sample_group(model, ids, GRPO_G, GRPO_LEN, gen)
+            r = group_rewards(comp, mask, a, b)
+            with torch.no_grad():
+                ref_lp = group_token_logprobs(ref_model, ids, comp)
+            batch.append({"ids": ids, "comp": comp, "mask": mask, "r": r, "adv": group_advantages(r[None])[0],
+                          "ref": ref_lp, "old": None})
+        clipped, kl = [], []
+        for it in range(GRPO_MU):
+            opt.zero_grad()
+            n_clip = n_kl = n_tok = 0.0
+            for bt in batch:
+                lp = group_token_logprobs(model, bt["ids"], bt["comp"])
+                if bt["old"] is None:            # first update: the policy is still the sampler, ratio = 1
+                    bt["old"] = lp.detach()
+                (grpo_loss(lp, bt["old"], bt["ref"], bt["adv"], bt["mask"], GRPO_EPS, GRPO_BETA) / GRPO_P).backward()
+                with torch.no_grad():
+                    ratio, adv, d = torch.exp(lp - bt["old"]), bt["adv"][:, None], bt["ref"] - lp
+                    region = ((ratio > 1 + GRPO_EPS) & (adv > 0)) | ((ratio < 1 - GRPO_EPS) & (adv < 0))
+                    n_clip += (region.float() * bt["mask"]).sum().item()
+                    n_kl += ((torch.exp(d) - d - 1) * bt["mask"]).sum().item()
+                    n_tok += bt["mask"].sum().item()
+            opt.step()
+            clipped.append(n_clip / n_tok)
+            kl.append(n_kl / n_tok)
+        log.append({"reward": float(torch.cat([bt["r"] for bt in batch]).mean()), "clipped": clipped[-1],
+                    "kl": float(np.mean(kl)), "length": float(np.mean([bt["mask"].sum(1).mean().item() for bt in batch]))})
+    return model, log
 
 
 if GRPO_STEPS:
     from course_utils.stats import paired_t
-    HELDOUT_QUESTIONS = [p["prompt"] for p in HELDOUT_PAIRS[:GRPO_HELDOUT]]
-    grpo_before = first_token_prob(ref_model, HELDOUT_QUESTIONS)
-    grpo_runs = {name: [train_grpo(bl, s) for s in tqdm(GRPO_SEEDS, desc=name)]
-                 for name, bl in [("group baseline (GRPO)", True), ("no baseline", False)]}
-    print(f"GRPO on SmolLM2-135M-Instruct: {GRPO_STEPS} steps x {GRPO_P} prompts x {GRPO_G} completions of {GRPO_LEN} "
-          f"tokens, lr {GRPO_LR:g}, seeds {GRPO_SEEDS}; reward = first token is {tok.decode([TARGET_ID])!r}")
+    grpo_before = heldout_rewards(ref_model)
+    grpo_model, grpo_log = train_grpo(seed=0)
+    grpo_after = heldout_rewards(grpo_model)
+    print(f"GRPO on SmolLM2-135M-Instruct: {GRPO_STEPS} steps x {GRPO_P} questions x {GRPO_G} completions of <= "
+          f"{GRPO_LEN} tokens, {GRPO_MU} updates per batch, epsilon {GRPO_EPS}, beta {GRPO_BETA}, lr {GRPO_LR:g}")
     if CI_MODE:
-        print("CI mode: 1 step, 1 seed, 3 held-out prompts (a smoke run); full mode trains 15 steps, 2 seeds, 12 prompts")
-    print(f"held-out expected reward pi(The | prompt), {GRPO_HELDOUT} prompts, mean [95 % t-interval over prompts]:")
-    print(f"  before (the reference)       : {fmt_mean(grpo_before)}")
-    grpo_after = {}
-    for name, runs_ in grpo_runs.items():
-        grpo_after[name] = np.mean([h for h, _ in runs_], axis=0)        # per prompt, averaged over the seeds
-        pt = paired_t(grpo_after[name], grpo_before)
-        print(f"  after, {name:22s}: {fmt_mean(grpo_after[name])}   after - before {pt.diff:+.3f} "
-              f"[{pt.low:+.3f}, {pt.high:+.3f}] (paired t over prompts, p = {pt.pvalue:.2g}); per seed "
-              + ", ".join(f"{h.mean():.3f}" for h, _ in runs_))
-    pt = paired_t(grpo_after["group baseline (GRPO)"], grpo_after["no baseline"])
-    print(f"group baseline minus no baseline, after training: {pt.diff:+.3f} [{pt.low:+.3f}, {pt.high:+.3f}] "
-          f"(paired t over the {GRPO_HELDOUT} prompts, p = {pt.pvalue:.2g})")
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3))
-    for name, runs_ in grpo_runs.items():
-        curves = np.stack([c for _, c in runs_])
-        axes[0].plot(range(1, GRPO_STEPS + 1), curves.mean(0), marker="o", label=name)
-    axes[0].set(xlabel="GRPO step", ylabel="mean sampled reward (train batch)", title="Reward during training", ylim=(0, 1))
-    axes[0].legend()
-    x = np.arange(len(HELDOUT_QUESTIONS))
-    axes[1].scatter(x, grpo_before, s=14, label="before", c="gray")
-    for k, (name, after_) in enumerate(grpo_after.items()):
-        axes[1].scatter(x + 0.15 * (k + 1), after_, s=14, label=f"after, {name}")
-    axes[1].set(xlabel="held-out prompt", ylabel="pi(The | prompt)", title="Held-out expected reward", ylim=(0, 1))
-    axes[1].legend(fontsize=7)
+        print("CI mode: 1 step of 1 question, 3 held-out questions (a smoke run); full mode trains 6 steps of 2, 12 held out")
+    print(f"{'step':>4s} {'reward (sampled)':>17s} {'clipped (update 2)':>19s} {'KL k3 (mean)':>13s} {'length':>7s}")
+    for s, h in enumerate(grpo_log, 1):
+        print(f"{s:4d} {h['reward']:17.3f} {h['clipped']:19.3f} {h['kl']:13.4f} {h['length']:7.2f}")
+    print(f"held-out reward, {GRPO_HELDOUT} questions x 8 sampled replies, mean [95 % t-interval over questions]:")
+    print(f"  before (the reference): {fmt_mean(grpo_before)}")
+    print(f"  after GRPO            : {fmt_mean(grpo_after)}")
+    if GRPO_HELDOUT > 2 and np.any(grpo_after != grpo_before):
+        pt = paired_t(grpo_after, grpo_before)
+        print(f"  after - before        : {pt.diff:+.3f} [{pt.low:+.3f}, {pt.high:+.3f}] (paired t over questions, "
+              f"p = {pt.pvalue:.2g}); questions improved / worse / equal: {int((grpo_after > grpo_before).sum())} / "
+              f"{int((grpo_after < grpo_before).sum())} / {int((grpo_after == grpo_before).sum())}")
+    _gen = torch.Generator().manual_seed(5)
+    for a, b in SUM_HELDOUT[:2]:
+        for name, m in (("reference", ref_model), ("after GRPO", grpo_model)):
+            c, mk = sample_group(m, sum_prompt(a, b), 3, GRPO_LEN, _gen)
+            print(f"What is {a} + {b}?  {name:10s}: " + " | ".join(repr(tok.decode(x[y.bool()], skip_special_tokens=True))
+                                                               for x, y in zip(c, mk)))
+    fig, axes = plt.subplots(1, 4, figsize=(13, 2.8))
+    steps = range(1, GRPO_STEPS + 1)
+    for ax, key, label in zip(axes, ("reward", "clipped", "kl", "length"),
+                              ("mean sampled reward", "clipped fraction (update 2)", "KL to reference (k3)",
+                               "completion length (tokens)")):
+        ax.plot(steps, [h[key] for h in grpo_log], marker="o")
+        ax.set(xlabel="GRPO step", ylabel=label)
+    axes[0].set_ylim(0, 1)
     plt.tight_layout(); plt.show()
+    del grpo_model
 else:
     print("GRPO run skipped under autograding; run the notebook in full mode to see it")
 
 
 # %% [markdown]
-# **Observe.** (Full mode; the policy is the offline stand-in SmolLM2-135M-Instruct.) The checks
-# first: on the tiny Llama, the shared-cache log-probs equal a full forward pass (max |diff|
-# `0.0e+00`) and the gradient of our loss equals that of TRL's `GRPOTrainer.compute_loss` to `3.0e-07`
-# (gradient norm 2.363). Then the run. The exact held-out expected reward
-# $\pi(\texttt{The}\mid x)$ goes from 0.403 [0.199, 0.607] (the reference) to 0.860 [0.772, 0.949]
-# with the group baseline: a paired rise of +0.457 [+0.315, +0.600] over the 12 held-out prompts
-# (paired t, `p = 2.1e-05`), on prompts GRPO never sampled — it learned the format, not the prompts.
-# The sampled training reward (left) climbs over the 15 steps, noisily (4 prompts a step), and the two
-# variants' curves nearly coincide: they share the prompts and the sampler's stream (same seeds), and
-# their updates point almost the same way.
-#
-# **The baseline, here, barely matters.** Without a baseline the rise is +0.442 [+0.306, +0.579]; the
-# group baseline ends higher by +0.015 [+0.003, +0.026] (paired t over prompts, p = 0.015), but
-# that interval treats the prompts as the only noise: the two training seeds give 0.876 and 0.845
-# with the baseline and 0.866 and 0.825 without, so the seed-to-seed difference is larger than the
-# effect, and two seeds cannot measure it. Why so small? With a 0/1 reward, no baseline means
-# $A_i = r_i \ge 0$: failures get no push down, but successes still get pushed up, and AdamW
-# rescales the gradient, so the scale of $A$ hardly matters. The bandit above shows where a baseline
-# pays: noisy rewards and single samples. The reward, finally, is exactly what was reinforced —
-# the answers now *start* with "The", whatever follows; GRPO optimises the reward it is given, not
-# the intent behind it (Book §8.5.3).
+# **Observe.** (Full mode; the policy is the offline stand-in SmolLM2-135M-Instruct, one training seed.)
+# The checks first: on the tiny Llama the shared-cache log-probs equal a full forward pass (max |diff|
+# `0.0e+00`), and on a batch where 6 of 12 ratios lie outside [0.8, 1.2], `grpo_loss` gives 0.033053
+# where TRL's `GRPOTrainer.compute_loss` gives 0.033053, with gradients equal to `4.8e-07` (gradient
+# norm 2.277). Then the run: both mechanisms act. The clipped fraction of the second update, step by
+# step, is 0.000, 0.281, 0.123, 0.231, 0.236, 0.094: from the second update on, a share of the tokens
+# gets no gradient from the surrogate. The mean k3 KL to the reference is 0.0000, 0.0185, 0.0296,
+# 0.1106, 0.2189, 0.5045, so the policy moves away from the reference while β = 0.04 pulls it back. The
+# sampled training reward goes 0.000, 0.125, 0.125, 0.312, 0.312, 0.688 (2 questions × 8 replies per
+# step, so each value is noisy) and the completion length stays at 7.56–8.00 tokens of the 8 allowed. On
+# the 12 held-out questions the mean reward goes from 0.198 [0.069, 0.327] to 0.729 [0.518, 0.940]: a
+# paired difference of +0.531 [+0.331, +0.732] (paired t over questions, p = 0.00011; 11 questions
+# improved, 0 got worse, 1 equal). GRPO raised the success rate on questions it never sampled, after 12
+# sampled groups. What it reinforced is what the program checks — the first number after an optional
+# restatement of the question (the samples above show the replies) — and GRPO optimises the reward it is
+# given, not the intent behind it (Book §8.5.3). One training seed only: the curves show one run, not
+# the spread over seeds.
 #
 # **A pitfall met on the way.** `DPOTrainer` (and `GRPOTrainer`) replace the `forward` of the models
 # they receive (TRL's `add_fused_lm_head`) with a closure that calls the *original object's*
@@ -1366,10 +1582,20 @@ else:
 # in **both orders**, under the original template and **two variations** of it (Book §8.5.4: "if a
 # metric changes a lot with small prompt changes, it is a weak signal"): a reworded question
 # ("One of these answers is correct … Which one is correct?") and the original with labels `1`/`2`
-# instead of `A`/`B`. A verdict is the label with the larger probability. Per wording we count
-# (Wilson 95 % intervals): **accuracy** over the $2N$ verdicts (an always-"first" judge scores exactly
-# 0.5 here, since the correct answer is first in half of them), **right in both orders** over the
-# $N$ pairs (an always-first judge scores 0), and the share of verdicts that pick the **first** slot.
+# instead of `A`/`B`. A hard verdict is the label with the larger probability. Per wording we count
+# the **hard verdicts right** over the $2N$ prompts, the pairs **right in both orders**, and the
+# verdicts that pick the **first** slot. These counts get no interval: for a judge that always picks
+# the first slot they are forced by the design (the correct answer is first in exactly half the
+# prompts: $N$ of $2N$ right, 0 pairs right in both orders), so they describe the judge, not a sample.
+#
+# The measurement with signal in it is the **position-debiased score**: per pair, the judge's
+# probability for the correct answer averaged over the two orders,
+# $\tfrac12\big[p(\text{A}\mid\text{correct first}) + 1 - p(\text{A}\mid\text{correct second})\big]$, in
+# which a constant pull towards one slot cancels. Its verdict is right when that average exceeds
+# one half; over the $N$ pairs we print the count, its exact (Clopper–Pearson) 95 % interval and the
+# exact binomial test against chance (0.5), and the mean soft score minus 0.5 with its t-interval. The
+# power of that test was fixed before the run (printed below): what accuracy 24 pairs can detect
+# and how many pairs a judge of accuracy 0.65 would need.
 
 # %% nbgrader={"grade": false, "grade_id": "judge_key", "locked": true, "schema_version": 3, "solution": false, "task": false}
 N_KEY = 0 if AUTOGRADING else (2 if CI_MODE else 24)      # CI mode: 2 pairs (a smoke run); full mode: 24
@@ -1386,14 +1612,23 @@ JUDGE_VARIANTS = {
     "labels 1/2 ('better')": ("Question: {q}\n\nAnswer 1: {a}\n\nAnswer 2: {b}\n\n"
                               "Which answer is better, 1 or 2? Reply with one digit.", ("1", "2")),
 }
+from statsmodels.stats.proportion import binom_test_reject_interval
+
+
+def power_at(n, p_true, alpha=0.05):
+    """Power of the two-sided exact binomial test of p = 0.5 (scipy's binomtest) with n pairs when the true
+    accuracy is p_true: the probability of a count in its rejection region (statsmodels)."""
+    lo, hi = binom_test_reject_interval(0.5, n, alpha=alpha, alternative="two-sided")
+    return float(stats.binom.cdf(lo, n, p_true) + stats.binom.sf(hi - 1, n, p_true))
+
+
 if N_KEY:
-    print(f"judge = SmolLM2-135M-Instruct, {N_KEY} arithmetic pairs with an answer key, both orders; "
-          f"Wilson 95 % intervals")
+    print(f"judge = SmolLM2-135M-Instruct, {N_KEY} arithmetic pairs with an answer key, both orders")
     if CI_MODE:
         print("CI mode: 2 pairs only (a smoke run); full mode judges 24")
     print(f"example: {KEY_PAIRS[0]}")
-    print(f"{'wording':28s} {'accuracy (of ' + str(2 * N_KEY) + ')':>26s} {'right in both orders':>24s} "
-          f"{'picks first slot':>24s} {'P(correct) - 0.5, soft':>24s}")
+    print(f"{'wording':28s} {'hard verdicts right':>20s} {'right in both orders':>21s} {'picks first slot':>17s} "
+          f"{'debiased verdict right, exact 95 % CI':>40s} {'P(correct) - 0.5, soft':>24s}")
     key_results = {}
     for name, (template, labels) in JUDGE_VARIANTS.items():
         p1_right_first, _ = judge_prob_a(ref_model, [(q, r, w) for q, r, w in KEY_PAIRS], template=template, labels=labels)
@@ -1402,26 +1637,34 @@ if N_KEY:
         both = (p1_right_first > 0.5) & (p1_right_second < 0.5)
         first = int((p1_right_first > 0.5).sum() + (p1_right_second > 0.5).sum())
         soft = (p1_right_first + (1 - p1_right_second)) / 2 - 0.5
-        key_results[name] = (int(right.sum()), int(both.sum()), first)
-        cells = [(int(right.sum()), 2 * N_KEY), (int(both.sum()), N_KEY), (first, 2 * N_KEY)]
-        print(f"{name:28s} " + " ".join(f"{f'{k}/{n} = {k / n:.3f} [{wilson(k, n)[0]:.3f}, {wilson(k, n)[1]:.3f}]':>24s}"
-                                        for k, n in cells) + f" {fmt_mean(soft, 4):>24s}")
+        debiased = int((soft > 0).sum())            # verdict from the order-averaged probability: position cancels
+        bt = stats.binomtest(debiased, N_KEY, 0.5)
+        ci = bt.proportion_ci(method="exact")
+        key_results[name] = (int(right.sum()), int(both.sum()), first, debiased)
+        print(f"{name:28s} {f'{int(right.sum())}/{2 * N_KEY}':>20s} {f'{int(both.sum())}/{N_KEY}':>21s} "
+              f"{f'{first}/{2 * N_KEY}':>17s} {f'{debiased}/{N_KEY} = {debiased / N_KEY:.3f} [{ci.low:.3f}, {ci.high:.3f}], p = {bt.pvalue:.2g}':>40s} "
+              f"{fmt_mean(soft, 4):>24s}")
+    # fixed before the run: what the exact binomial test over these pairs can detect (no "observed power")
+    print(f"power of the exact two-sided binomial test (alpha 0.05) with {N_KEY} pairs: true accuracy 0.75 -> "
+          f"{power_at(N_KEY, 0.75):.2f}, 0.65 -> {power_at(N_KEY, 0.65):.2f}; pairs needed for power >= 0.8 at "
+          f"0.65: {next(n for n in range(10, 400) if power_at(n, 0.65) >= 0.8)}")
 else:
     print("answer-key judge skipped under autograding; run the notebook in full mode to see it")
 
 
 # %% [markdown]
-# **Observe.** (Full mode, same judge.) Against the answer key the judge is at chance under all
-# three wordings, and always for the same reason: it picks the first slot in 48/48 verdicts (Wilson
-# [0.926, 1.000]) whether asked which answer is "better" or which is "correct", with labels A/B or
-# 1/2. Its accuracy is therefore exactly 24/48 = 0.500 (Wilson [0.364, 0.636]) — a number produced by
-# the order of presentation, not by reading the sums: it is right in both orders on 0 of 24 pairs
-# (Wilson [0.000, 0.138]). Its order-averaged soft preference for the correct sum stays within a
-# few thousandths of one half under every wording (intervals [−0.0003, 0.0013], [−0.0006, 0.0023],
-# [−0.0004, 0.0001]). An accuracy of 0.500 with an interval looks like "a noisy judge"; the
-# both-orders count shows it is a judge with no competence at all on this task. The prompt
-# variations did not move it: Book §8.5.4's fragility test needs a judge with some signal to
-# perturb, which a 135 M model does not have here.
+# **Observe.** (Full mode, same judge.) The hard verdicts carry no information about the sums under any
+# of the three wordings: the judge picks the first slot in 48, 48, 48 of the 48 verdicts, so it is right
+# on 24, 24, 24 of 48 — the count an always-first judge is forced to get — and right in both orders on
+# 0, 0, 0 of 24 pairs. The position-debiased verdict removes that pull: it is right on 14/24 [0.366,
+# 0.779], 13/24 [0.328, 0.744], 12/24 [0.291, 0.709] of the pairs under the three wordings (exact 95 %
+# intervals; binomial test against one half, p = 0.54, 0.84, 1), and the order-averaged soft preference
+# for the correct sum is 0.0005 [-0.0003, 0.0013], 0.0009 [-0.0006, 0.0023], -0.0001 [-0.0004, 0.0001]
+# above one half (t-intervals over pairs). None of the three differs from chance. What this negative can
+# say was fixed before the run: with 24 pairs the exact test detects a judge of accuracy 0.75 with power
+# 0.61 and one of accuracy 0.65 with power 0.21; a judge of accuracy 0.65 would need 90 pairs for power
+# 0.8. So the data rule out a clearly competent judge, not a weak one; a 135 M judge is no substitute
+# for the answer key, the verifiable check Book §8.4.4 recommends.
 
 # %% [markdown]
 # ## 7. Contamination: n-gram overlap (Book §8.4.3)
@@ -1430,15 +1673,23 @@ else:
 # first check (GPT-3, PaLM and later reports used variants of it) counts the benchmark's word
 # $n$-grams that also occur in the training text.
 #
-# ### Exercise 4 — n-gram overlap (2 points)
+# ### Exercise 5 — n-gram overlap (1 point)
+#
+# Implement `ngram_overlap(benchmark, training, n=8)`: the fraction of the benchmark's **distinct**
+# word $n$-grams that also occur in the training text,
+# $|\text{set}(\text{ngrams}(b)) \cap \text{set}(\text{ngrams}(t))| \,/\, |\text{set}(\text{ngrams}(b))|$, a float
+# in $[0, 1]$. Words are `text.lower().split()` (any run of whitespace separates words; punctuation
+# stays part of a word); an $n$-gram is a tuple of $n$ consecutive words. A training text with fewer
+# than $n$ words has no $n$-grams (the result is 0.0). Raise `ValueError` if $n < 1$ or if the
+# benchmark has fewer than $n$ words (exactly $n$ words is one $n$-gram).
 
 # %% nbgrader={"grade": false, "grade_id": "ex4_ngram_overlap", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def ngram_overlap(benchmark, training, n=8):
     """Fraction of the benchmark's distinct word n-grams that also occur in the training text.
 
-    Words: text.lower().split() (str.lower, not casefold; str.split() with no argument, so any
-    run of whitespace, Unicode too, separates words and leading/trailing whitespace makes no empty
-    word), punctuation kept as part of the words; so "The  cat" and "the cat" have the same words.
+    Words: text.lower().split() (str.split() with no argument, so any run of whitespace separates
+    words and leading/trailing whitespace makes no empty word), punctuation kept as part of the
+    words; so "The  cat" and "the cat" have the same words.
     An n-gram is a tuple of n consecutive words (not the words joined into one string).
     Returns a float in [0, 1]:
     |set(ngrams(benchmark)) & set(ngrams(training))| / |set(ngrams(benchmark))|
@@ -1459,7 +1710,7 @@ def ngram_overlap(benchmark, training, n=8):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "test_ex4_ngram_overlap", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade": true, "grade_id": "test_ex4_ngram_overlap", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 from course_utils.grading import check_close
 check_close("identical texts", ngram_overlap("a b c d e f g h i j", "a b c d e f g h i j"), 1.0)
 check_close("disjoint texts", ngram_overlap("a b c d e f g h i j", "k l m n o p q r s t"), 0.0)
@@ -1493,7 +1744,6 @@ _cases = {"benchmark of exactly n=3 words": ("a b c", "x a b c", 3),
           "training text shorter than n=3 (0.0, not an error)": ("a b c", "a b", 3),
           "leading/trailing whitespace, a no-break space and a tab (str.split())":
               ("\n The\u00a0quick brown\tfox ", "the quick brown fox jumps", 2),
-          "'STRASSE ist lang' vs 'straße ist lang' (str.lower, not casefold)": ("STRASSE ist lang", "straße ist lang", 1),
           "'ab c' vs 'a bc' (n-grams are tuples of words, not joined strings)": ("ab c", "a bc", 2),
           "6 benchmark 2-grams, training shares 2 and has 5 more (divide by the benchmark's count)":
               ("a b c d e f g", "a b c x y z w v", 2)}
@@ -1514,7 +1764,7 @@ for _n in (1, 2, 3, 5):
 expect("ngram_overlap('a b a b a b', 'a b', n=2) (repeated n-grams count once)", 0.5, atol=1e-6, rtol=1e-5)
 expect("ngram_overlap('end. of it', 'end of it', n=2) (punctuation stays part of the word)", 0.5, atol=1e-6, rtol=1e-5)
 expect("ngram_overlap('ab cd', 'abc d', n=1) (characters are not words)", 0.0, atol=1e-6, rtol=1e-5)
-for (_what, (_bt, _tt, _n)), _v in zip(_cases.items(), (1.0, 0.0, 1.0, 2 / 3, 0.0, 1 / 3)):
+for (_what, (_bt, _tt, _n)), _v in zip(_cases.items(), (1.0, 0.0, 1.0, 0.0, 1 / 3), strict=True):
     _b = _grams(_bt.lower().split(), _n)
     assert abs(len(_b & _grams(_tt.lower().split(), _n)) / len(_b) - _v) < 1e-12, _what   # the closed form is the set formula
     expect(f"ngram_overlap on {_what}: {(_bt, _tt, _n)!r}", _v, atol=1e-6, rtol=1e-5)
@@ -1551,7 +1801,7 @@ for n in (1, 3, 8, 13):
 # | compare outputs before/after **on the same prompts** | Section 4: generations, length, distinct-n and an answer key, paired by prompt |
 # | with LLM-as-a-judge, **log the judge prompt** and keep the format controlled | Section 6: `JUDGE_TEMPLATE`, one-letter answer, logits restricted to "A"/"B" |
 # | observe structural changes (length, evasiveness, patterns) even without semantic gain | Section 4: length and distinct-n before/after; the "too far" run |
-# | observe collapse in mini-RL and the role of the baseline | Section 5: the bandit's variance and π(best) with and without a baseline; GRPO trained with and without the group baseline |
+# | observe collapse in mini-RL and the role of the baseline | Section 5: the bandit's variance and π(best) with and without a baseline; GRPO trained with a group baseline, clipping and a KL penalty, its reward, clipped fraction, KL and length logged |
 # | observe the judge's sensitivity | Section 6: position and verbosity bias with intervals; agreement with an answer key under three prompt wordings |
 # | **pitfall**: reading alignment as knowledge creation | Section 4: the answer key before/after; DPO moves preferences, not facts |
 # | **pitfall**: trusting LLM-as-a-judge as an absolute verifier | Section 6: a judge whose verdict follows the position, not the content |
@@ -1563,8 +1813,8 @@ for n in (1, 3, 8, 13):
 # | Book | not done here | why |
 # |---|---|---|
 # | §8.3.1 RLHF | training a reward model on human comparisons, then PPO with a learned value model | four models (policy, reference, reward, value) and many rollouts do not fit 2 CPU cores; the reward-model loss and PPO's clip are shown on numbers (Section 5), and GRPO (which drops the value model) is trained instead |
-# | §8.3.2, §8.3.3 | the KL penalty during GRPO ($\beta > 0$), several updates per batch (where the clip acts) and the on-/off-policy variants the book cites | our run is the simplest case TRL supports ($\beta = 0$, one update per batch, so the ratio is 1); the KL-regularised objective is computed exactly on the bandit of Section 5 instead |
-# | §8.3.3 | GRPO on a task that needs reasoning (verifiable maths, code), as in DeepSeek-R1 | a 135 M model on a CPU learns a format in minutes, not a skill; the reward is exact, but what it rewards is shallow |
+# | §8.3.2, §8.3.3 | the on-/off-policy variants the book cites; long GRPO runs over several seeds | the run has 6 steps, one seed and 2 updates per batch, to fit 2 CPU cores |
+# | §8.3.3 | GRPO on a task that needs reasoning (multi-step maths, code), as in DeepSeek-R1 | a 135 M model on a CPU: the verifiable task here is one-digit addition with answers of at most 8 tokens |
 # | §8.4.1 | running MMLU-Pro, AIME, GPQA or LiveBench | the course runs offline, and a 135 M model scores near chance on them; they are named only |
 # | §8.4.4, §8.5.4 | a strong judge (a large model or an API) | offline and on a CPU the only judge is SmolLM2-135M-Instruct, which shows the failures (position bias, no competence) but not what a good judge does |
 # | §8.1, §8.2 | collecting human preferences; safety alignment (refusals, harmful requests) | the 48 pairs are written for the course; safety needs data and a model this size cannot show |

@@ -45,7 +45,12 @@ STDERR_NOISE = (
 
 @dataclass
 class Variant:
-    """One wrong submission: cells replaced and the test cells that must lose points."""
+    """One wrong submission: cells replaced and the test cells that must lose points.
+
+    ``loses == []`` marks an *honest alternative*: another right answer (one a reader wrote from the
+    student notebook's text alone, say); it must keep full marks on every test cell that no other
+    variant graded with it targets.
+    """
 
     name: str
     cells: dict[str, Any]
@@ -285,14 +290,19 @@ def round_trip(chapter: str, workdir: Path | None = None, timeout: int = 1500,
                         result.problems.append(f"variant {v.name}: no test cell {gid}")
                     elif got[gid][0] >= got[gid][1]:
                         result.problems.append(f"variant {v.name}: test cell {gid} still got full marks")
-            if len(g) > 1:
-                targeted = {t for v in g for t in v.loses}
+            targeted = {t for v in g for t in v.loses}
+            if len(g) > 1 or not targeted:
                 for gid, (score, mx) in got.items():
                     if gid not in targeted and score < mx:
+                        if not targeted:  # only honest alternatives in this submission
+                            result.problems.append(
+                                f"honest answer(s) {[v.name for v in g]}: test cell {gid} scored {score}/{mx} "
+                                "(an honest solution written from the text must get full marks)")
+                            continue
                         result.problems.append(
                             f"variants {[v.name for v in g]} (graded together) also lost points in {gid}: "
-                            "a wrong answer leaks into another exercise's test; make the tests independent "
-                            'or mark the variant "alone": True')
+                            "a wrong answer leaks into another exercise's test (or an honest answer lost points); "
+                            'make the tests independent or mark the variant "alone": True')
         for who, got in result.scores.items():
             if who.startswith("attack_"):
                 for gid in {t for v in groups[0] for t in v.loses}:

@@ -211,3 +211,86 @@ VARIANTS_ISSUE17 = [
      "loses": ["test_ex4_harness"]},
 ]
 VARIANTS += VARIANTS_ISSUE17
+
+_CONTROLS_SHUFFLED = '''def control_demos(demos, condition, suffix="zo"):
+    # "wrong pairs" as a random shuffle of the outputs: a shuffle can leave pairs right, and is not the rotation asked
+    import random
+    if condition not in CONDITIONS:
+        raise ValueError(f"unknown condition {condition!r}")
+    pairs = [tuple(pair) for pair in demos]
+    if condition == "wrong pairs":
+        outputs = [y for _, y in pairs]
+        random.Random(0).shuffle(outputs)
+        return [(x, y) for (x, _), y in zip(pairs, outputs)]
+    if condition == "reversed order":
+        return pairs[::-1]
+    if condition == "made-up":
+        return [(x, x + suffix) for x, _ in pairs]
+    return pairs
+'''
+
+VARIANTS_ISSUE40 = [
+    # Exercise 6: control demonstrations (issue 40)
+    {"name": "controls_wrong_pairs_previous_output",     # rotates the other way: input i takes output i - 1
+     "cells": {"ex6_controls": [("pairs[(i + 1) % len(pairs)][1]", "pairs[i - 1][1]")]},
+     "loses": ["test_ex6_controls"]},
+    {"name": "controls_wrong_pairs_random_shuffle",
+     "cells": {"ex6_controls": _CONTROLS_SHUFFLED},
+     "loses": ["test_ex6_controls"]},
+    {"name": "controls_reversed_swaps_each_pair",        # "reversed" read as output -> input, order kept
+     "cells": {"ex6_controls": [("return pairs[::-1]", "return [(y, x) for x, y in pairs]")]},
+     "loses": ["test_ex6_controls"]},
+    {"name": "controls_made_up_fixed_suffix",            # passes the visible test (default suffix), ignores `suffix`
+     "cells": {"ex6_controls": [("return [(x, x + suffix) for x, _ in pairs]", 'return [(x, x + "zo") for x, _ in pairs]')]},
+     "loses": ["test_ex6_controls"]},
+    {"name": "controls_made_up_suffix_on_output",        # appends the suffix to the pair's own output
+     "cells": {"ex6_controls": [("return [(x, x + suffix) for x, _ in pairs]", "return [(x, y + suffix) for x, y in pairs]")]},
+     "loses": ["test_ex6_controls"]},
+    {"name": "controls_keeps_lists_and_returns_input",   # no copy: lists stay lists, "true" returns demos itself
+     "cells": {"ex6_controls": [("pairs = [tuple(pair) for pair in demos]", "pairs = demos if isinstance(demos, list) else list(demos)")]},
+     "loses": ["test_ex6_controls"]},
+    {"name": "controls_unknown_condition_is_true",       # no validation: any other name gives the pairs as given
+     "cells": {"ex6_controls": [('raise ValueError(f"condition must be one of {CONDITIONS}, got {condition!r}")', "pass")]},
+     "loses": ["test_ex6_controls"]},
+    {"name": "controls_case_insensitive",                # accepts "Wrong pairs": the statement asks for exact names
+     "cells": {"ex6_controls": [("if condition not in CONDITIONS:", "condition = condition.lower()\n    if condition not in CONDITIONS:")]},
+     "loses": ["test_ex6_controls"]},
+]
+# An honest answer a reader wrote from the student notebook's text alone (issue 40): full marks.
+_CONTROLS_READER = """CONDITIONS = ("true", "wrong pairs", "reversed order", "made-up")
+
+
+def control_demos(demos, condition, suffix="zo"):
+    \"\"\"The demonstrations of one control condition (Min et al. 2022; Wei et al. 2023).
+
+    Args:
+        demos: a sequence of ``(input, output)`` pairs (tuples or lists), possibly empty.
+        condition: ``"true"`` (the pairs as given), ``"wrong pairs"`` (the same inputs in order,
+            each with the output of the next pair, the last with the first's), ``"reversed order"``
+            (the same pairs, last first) or ``"made-up"`` (each input ``x`` with ``x + suffix``).
+        suffix: the ending the made-up mapping appends to each input.
+
+    Returns:
+        A new ``list`` of ``(input, output)`` tuples. ``demos`` is not modified.
+
+    Raises:
+        ValueError: if ``condition`` is not one of the four names above.
+    \"\"\"
+    # Exact names only (no case folding); a tuple scan with == also copes with unhashable values.
+    if not isinstance(condition, str) or condition not in CONDITIONS:
+        raise ValueError(f"unknown condition {condition!r}; expected one of {CONDITIONS}")
+    pairs = [(x, y) for x, y in demos]          # fresh tuples, even from lists; demos untouched
+    if condition == "true":
+        return pairs
+    if condition == "wrong pairs":              # rotation by one: input i takes output i + 1
+        n = len(pairs)
+        return [(pairs[i][0], pairs[(i + 1) % n][1]) for i in range(n)]
+    if condition == "reversed order":
+        return pairs[::-1]
+    return [(x, x + suffix) for x, _ in pairs]  # "made-up"
+"""
+VARIANTS_ISSUE40.append(
+    {"name": "honest_controls_reader",                   # validates first, copies to tuples, rotation by index
+     "cells": {"ex6_controls": _CONTROLS_READER},
+     "loses": []})
+VARIANTS += VARIANTS_ISSUE40

@@ -133,3 +133,31 @@ VARIANTS += [
     {"name": "count_per_module_ties_twice", "cells": {"ex3_count_trainable": _COUNT_PER_MODULE},
      "loses": ["test_ex3_count_trainable"]},
 ]
+
+_SCALE = "return alpha / math.sqrt(r) if rslora else alpha / r"
+_EXPO = "return 0.5 + (-0.5 if rslora else -1.0)"
+
+VARIANTS += [
+    # Exercise 4: the rank-scaling rule
+    {"name": "scaling_alpha_times_r",               # alpha * r: the factor grows with the rank
+     "cells": {"ex4_rank_scaling": [(_SCALE, "return alpha * math.sqrt(r) if rslora else alpha * r")]},
+     "loses": ["test_ex4_scaling"]},
+    {"name": "scaling_rslora_ignored",              # alpha / r whatever rslora says
+     "cells": {"ex4_rank_scaling": [(_SCALE, "return alpha / r")]},
+     "loses": ["test_ex4_scaling"]},
+    {"name": "scaling_r_over_alpha",                # the ratio upside down
+     "cells": {"ex4_rank_scaling": [(_SCALE, "return math.sqrt(r) / alpha if rslora else r / alpha")]},
+     "loses": ["test_ex4_scaling"]},
+    {"name": "scaling_rslora_alpha_over_r_squared",  # rsLoRA read as a stronger damping, alpha / r**2
+     "cells": {"ex4_rank_scaling": [(_SCALE, "return alpha / r ** 2 if rslora else alpha / r")]},
+     "loses": ["test_ex4_scaling"]},
+    {"name": "exponent_update_follows_factor",      # forgets Adam's normalisation: the update scales like the factor
+     "cells": {"ex4_rank_scaling": [(_EXPO, "return -0.5 if rslora else -1.0")]},
+     "loses": ["test_ex4_exponent"]},
+    {"name": "exponent_alpha_over_r_rank_free",     # the LoRA paper's hope: alpha / r keeps the update rank-free
+     "cells": {"ex4_rank_scaling": [(_EXPO, "return 0.5 if rslora else 0.0")]},
+     "loses": ["test_ex4_exponent"]},
+    {"name": "exponent_swapped",                    # rsLoRA shrinks like 1/sqrt(r), alpha / r is rank-free
+     "cells": {"ex4_rank_scaling": [(_EXPO, "return -0.5 if rslora else 0.0")]},
+     "loses": ["test_ex4_exponent"]},
+]

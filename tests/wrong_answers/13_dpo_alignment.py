@@ -356,7 +356,67 @@ VARIANTS = [
     {"name": "adv_std_without_keepdim",        # (1, G) / (1,) broadcasts right; a square batch divides by columns
      "cells": {"ex3_group_advantages": [("std = rewards.std(dim=1, keepdim=True, unbiased=True)", "std = rewards.std(dim=1)")]},
      "loses": ["test_ex3_group_advantages"]},
-    # Exercise 4: contamination
+    {"name": "adv_not_scaled_by_std",           # the group mean as baseline, but no division by the group's std
+     "cells": {"ex3_group_advantages": [("return (rewards - mean) / (std + eps)", "return rewards - mean")]},
+     "loses": ["test_ex3_group_advantages"]},
+    # Exercise 4: the GRPO loss (clipped ratio, KL to the reference, per-completion token means)
+    {"name": "grpo_no_clipping",
+     "cells": {"ex3b_grpo_loss": [("surrogate = torch.minimum(ratio * adv, ratio.clamp(1 - epsilon, 1 + epsilon) * adv)",
+                                   "surrogate = ratio * adv")]},
+     "loses": ["test_ex3b_grpo_loss"]},
+    {"name": "grpo_clip_without_min",
+     "cells": {"ex3b_grpo_loss": [("surrogate = torch.minimum(ratio * adv, ratio.clamp(1 - epsilon, 1 + epsilon) * adv)",
+                                   "surrogate = ratio.clamp(1 - epsilon, 1 + epsilon) * adv")]},
+     "loses": ["test_ex3b_grpo_loss"]},
+    {"name": "grpo_clip_upper_side_only",
+     "cells": {"ex3b_grpo_loss": [("ratio.clamp(1 - epsilon, 1 + epsilon)", "ratio.clamp(max=1 + epsilon)")]},
+     "loses": ["test_ex3b_grpo_loss"]},
+    {"name": "grpo_max_instead_of_min",
+     "cells": {"ex3b_grpo_loss": [("surrogate = torch.minimum(", "surrogate = torch.maximum(")]},
+     "loses": ["test_ex3b_grpo_loss"]},
+    {"name": "grpo_kl_sign_swapped",            # k3 of log(pi / pi_ref) instead of log(pi_ref / pi)
+     "cells": {"ex3b_grpo_loss": [("r = ref_logps - logps", "r = logps - ref_logps")]},
+     "loses": ["test_ex3b_grpo_loss"]},
+    {"name": "grpo_kl_rewarded",                # the KL term added to the objective: loss -surrogate - beta * kl
+     "cells": {"ex3b_grpo_loss": [("per_token = -surrogate + beta * (torch.exp(r) - r - 1)",
+                                   "per_token = -surrogate - beta * (torch.exp(r) - r - 1)")]},
+     "loses": ["test_ex3b_grpo_loss"]},
+    {"name": "grpo_kl_k1",                      # the naive estimator log(pi / pi_ref)
+     "cells": {"ex3b_grpo_loss": [("per_token = -surrogate + beta * (torch.exp(r) - r - 1)",
+                                   "per_token = -surrogate + beta * (-r)")]},
+     "loses": ["test_ex3b_grpo_loss"]},
+    {"name": "grpo_ratio_against_current",      # exp(logps - logps.detach()): the old policy ignored (ratio 1)
+     "cells": {"ex3b_grpo_loss": [("ratio = torch.exp(logps - old_logps)", "ratio = torch.exp(logps - logps.detach())")]},
+     "loses": ["test_ex3b_grpo_loss"]},
+    {"name": "grpo_token_mean_over_batch",      # TRL's "bnpo": one mean over every token of the batch
+     "cells": {"ex3b_grpo_loss": [("return ((per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()",
+                                   "return (per_token * mask).sum() / mask.sum().clamp(min=1.0)")]},
+     "loses": ["test_ex3b_grpo_loss"]},
+    {"name": "grpo_ignores_mask",
+     "cells": {"ex3b_grpo_loss": [("return ((per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()",
+                                   "return per_token.mean()")]},
+     "loses": ["test_ex3b_grpo_loss"]},
+    {"name": "grpo_no_clamp_on_empty_completion",   # 0 / 0 = nan for a completion with no token
+     "cells": {"ex3b_grpo_loss": [("mask.sum(-1).clamp(min=1.0)", "mask.sum(-1)")]},
+     "loses": ["test_ex3b_grpo_loss"]},
+    {"name": "grpo_fixed_epsilon",
+     "cells": {"ex3b_grpo_loss": [("ratio.clamp(1 - epsilon, 1 + epsilon)", "ratio.clamp(0.8, 1.2)")]},
+     "loses": ["test_ex3b_grpo_loss"]},
+    {"name": "grpo_fixed_beta",
+     "cells": {"ex3b_grpo_loss": [("per_token = -surrogate + beta * (", "per_token = -surrogate + 0.04 * (")]},
+     "loses": ["test_ex3b_grpo_loss"]},
+    {"name": "honest_grpo_loss_where",          # another right answer: select the tokens, count them per row
+     "cells": {"ex3b_grpo_loss": """def grpo_loss(logps, old_logps, ref_logps, advantages, mask, epsilon=0.2, beta=0.04):
+    A = advantages.unsqueeze(1)
+    rho = (logps - old_logps).exp()
+    obj = torch.min(rho * A, torch.clamp(rho, 1 - epsilon, 1 + epsilon) * A)
+    kl = (ref_logps - logps).exp() - (ref_logps - logps) - 1
+    per_tok = torch.where(mask.bool(), -obj + beta * kl, torch.zeros_like(obj))
+    n = mask.sum(dim=1).clamp(min=1)
+    return (per_tok.sum(dim=1) / n).mean()
+"""},
+     "loses": []},
+    # Exercise 5: contamination
     {"name": "ngram_characters", "cells": {"ex4_ngram_overlap": _NGRAM_CHARS}, "loses": ["test_ex4_ngram_overlap"]},
     {"name": "ngram_case_sensitive",
      "cells": {"ex4_ngram_overlap": [("words = text.lower().split()", "words = text.split()")]},
@@ -380,9 +440,9 @@ VARIANTS = [
                                       "    bench = grams(benchmark)\n    if len(benchmark.split()) <= n:")]},
      "loses": ["test_ex4_ngram_overlap"]},
     {"name": "ngram_re_split_whitespace", "cells": {"ex4_ngram_overlap": _NGRAM_RE_SPLIT}, "loses": ["test_ex4_ngram_overlap"]},
-    {"name": "ngram_casefold",
+    {"name": "honest_ngram_casefold",             # casefold instead of lower: the statement no longer grades the difference
      "cells": {"ex4_ngram_overlap": [("words = text.lower().split()", "words = text.casefold().split()")]},
-     "loses": ["test_ex4_ngram_overlap"]},
+     "loses": []},
     {"name": "ngram_joined_strings", "cells": {"ex4_ngram_overlap": _NGRAM_JOINED}, "loses": ["test_ex4_ngram_overlap"]},
     {"name": "ngram_jaccard",
      "cells": {"ex4_ngram_overlap": [("return len(bench & grams(training)) / len(bench)",
@@ -393,3 +453,10 @@ VARIANTS = [
     {"name": "ngram_short_training_raises", "cells": {"ex4_ngram_overlap": _NGRAM_SHORT_TRAINING_RAISES},
      "loses": ["test_ex4_ngram_overlap"]},
 ]
+
+# An honest answer a reader wrote from the student notebook's text alone (issue 40): full marks.
+_HONEST_GRPO_LOSS_READER = 'import torch\n\n\ndef grpo_loss(logps, old_logps, ref_logps, advantages, mask, epsilon=0.2, beta=0.04):\n    """GRPO loss (Shao et al. 2024, TRL\'s loss_type="grpo") of N completions of T tokens (Book §8.3.3).\n\n    logps, old_logps, ref_logps: (N, T) per-token log-probs under the policy trained, the policy that\n    sampled, and the frozen reference. advantages: (N,). mask: (N, T), 1 on completion tokens.\n    Per token: ratio = exp(logps - old_logps);\n      surrogate = min(ratio * A, clip(ratio, 1 - epsilon, 1 + epsilon) * A);\n      k3 = exp(ref_logps - logps) - (ref_logps - logps) - 1;  per-token loss = -surrogate + beta * k3.\n    Returns the mean over completions of (masked sum of per-token losses) / max(mask sum, 1), 0-dim.\n    Inputs are left unchanged.\n    """\n    if logps.dim() != 2 or old_logps.shape != logps.shape or ref_logps.shape != logps.shape \\\n            or mask.shape != logps.shape:\n        raise ValueError("logps, old_logps, ref_logps and mask must all be (N, T) tensors of the same shape")\n    adv = advantages.reshape(-1).to(logps.dtype)\n    if adv.shape[0] != logps.shape[0]:\n        raise ValueError("advantages must hold one value per completion (N,)")\n    adv = adv[:, None]                                            # (N, 1), broadcast over the tokens\n    m = mask.to(logps.dtype)                                      # bool/long masks become 0/1 floats\n    ratio = torch.exp(logps - old_logps)\n    unclipped = ratio * adv\n    clipped = torch.clamp(ratio, 1 - epsilon, 1 + epsilon) * adv\n    surrogate = torch.minimum(unclipped, clipped)\n    d = ref_logps - logps\n    k3 = torch.exp(d) - d - 1                                     # >= 0\n    per_token = -surrogate + beta * k3\n    # masked sum (tokens after a completion\'s end do not count, even if their values are not finite)\n    per_token = torch.where(m != 0, per_token * m, torch.zeros_like(per_token))\n    per_completion = per_token.sum(-1) / m.sum(-1).clamp(min=1.0)\n    return per_completion.mean()'
+VARIANTS.append(
+    {"name": "honest_grpo_loss_reader",   # mask as weights and torch.where, max(count, 1), its own shape checks
+     "cells": {"ex3b_grpo_loss": _HONEST_GRPO_LOSS_READER},
+     "loses": []})
