@@ -1456,8 +1456,9 @@ if speedup:
 # Return `(out, (K_new, V_new))`:
 #
 # * `out`, shape `(B, H, n, d)`: new token $i$ sits at position $T + i$ and attends, with weights
-#   $\operatorname{softmax}(q K^\top / \sqrt{d})$, to the positions $0, \dots, T + i$ and to no later
-#   one (the causal mask, lined up with the *end* of the keys);
+#   $\operatorname{softmax}(q K_{\text{new}}^\top / \sqrt{d})$ ($K_{\text{new}}$: the old keys followed
+#   by the new ones; $d$: the head dimension, the last axis), to the positions $0, \dots, T + i$ and to
+#   no later one (the causal mask, lined up with the *end* of the keys);
 # * the updated cache: the old keys (values) followed by the $n$ new ones along the sequence
 #   dimension, each `(B, H, T + n, d)`, same dtype as the inputs.
 #
