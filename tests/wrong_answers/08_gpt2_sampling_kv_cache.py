@@ -329,7 +329,8 @@ VARIANTS = [
                               "k_eff = min(max(int(k), min_tokens_to_keep), logits.shape[1])"),
                              ("torch.topk(logits, k_eff, dim=-1).values[..., -1:]",
                               "torch.topk(logits, k_eff, dim=1).values.narrow(1, k_eff - 1, 1)")]},
-     "loses": ["test_ex2_top_k"]},
+     # the pipeline's hidden check on a (2, 8, 400) batch runs this top-k too (process_logits composes 1-3)
+     "loses": ["test_ex2_top_k", "test_ex4_pipeline"]},
     {"name": "topk_in_place",
      "cells": {"ex2_top_k": [("return logits.masked_fill(logits < kth, filter_value)",
                               "return logits.masked_fill_(logits < kth, filter_value)")]},
