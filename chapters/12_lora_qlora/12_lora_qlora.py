@@ -1329,10 +1329,10 @@ if not SKIP_RUNS:
 #   weights (gradients and two AdamW moments); LoRA's (518 MiB) is barely more than the weights;
 #   QLoRA saves on top the bytes of the 4 quantized layers (471 MiB). For a 135 M model this is small
 #   change — 4 bits pay when the *frozen weights* dominate the budget (billions of parameters on one GPU).
-# * **Step time.** At $10^{-3}$ the median step took 1.44 s (SFT), 1.29 s (LoRA) and 1.26 s (QLoRA)
-#   on the last-`K` shortcut — but SFT at $5\cdot10^{-5}$, the same computation, took 1.67 s: the runs
-#   follow one another on a shared 2-core CPU, a change of load between runs is not removed by any
-#   pairing, and we claim no speed difference. (A common claim is that for generation 4 bits
+# * **Step time.** At $10^{-3}$ the median step took 0.93 s (SFT), 0.95 s (LoRA) and 0.80 s (QLoRA)
+#   on the last-`K` shortcut, and 0.88 s for both SFT and LoRA at $5\cdot10^{-5}$: one run each, one
+#   after another on a 2-core CPU, where a change of load between runs is not removed by any pairing,
+#   so we claim no speed difference. (A common claim is that for generation 4 bits
 #   are "many times slower". Chapter 11 measures one-token steps:
 #   there, on this CPU, `bitsandbytes`' fused kernel made a 4-bit layer *faster* than fp32, while
 #   measured on an H100 (batch 1) NF4 generated 27 tokens/s against 48 in fp32. Speed depends on the
@@ -1364,11 +1364,11 @@ if not SKIP_RUNS:
 # trained once, with one seed: the intervals are over prompts and rows, not over the luck of training,
 # so even the $10^{-3}$ comparison says nothing about how much it would move with another seed.
 # *No forgetting is detectable*: the loss on the unrelated sentences went *down* for every run at
-# $10^{-3}$ (SFT −0.149 [−0.214, −0.081], LoRA −0.094 [−0.137, −0.051], QLoRA −0.055 [−0.136,
-# 0.033]); 12 steps on 4 layers are far from overwriting what the model knows.
+# $10^{-3}$ (SFT −0.149 [−0.214, −0.081], LoRA −0.094 [−0.137, −0.051], QLoRA −0.054 [−0.135,
+# 0.034]); 12 steps on 4 layers are far from overwriting what the model knows.
 # *QLoRA vs LoRA* (same rate, same batches, paired): 13/24 against 9/24 follow the format (McNemar:
 # 4 prompts only with QLoRA, none only with LoRA, p = 0.12), fit loss +0.007 [−0.012, 0.026], margin
-# −0.015 (sign-flip p = 0.604). The 4-bit base cost a little at the start (first-step loss 4.104 against
+# −0.014 (sign-flip p = 0.641). The 4-bit base cost a little at the start (first-step loss 4.104 against
 # 4.044 on the same batch: the quantization error) and nothing measurable after 12 steps. What this
 # null result can tell: little. With ten pairs only a large margin difference could show, and with 24
 # prompts McNemar's exact test needs at least 6 discordant prompts, all in one direction, to reach the
@@ -1814,8 +1814,8 @@ if not SKIP_RUNS:
 # factor $\times\sqrt r$ — started 24/24 answers with the sign-on (5-token starts, which cannot show
 # whether an answer follows) and reached a margin of 0.316 (section 4b). Comparing SFT at
 # $5\cdot10^{-5}$ with LoRA at $10^{-3}$ would have mistaken the learning rate for the method. Forgetting: none
-# detectable; the unrelated-text loss fell (SFT −0.149 [−0.214, −0.081], LoRA −0.094, QLoRA −0.055
-# [−0.136, 0.033]).
+# detectable; the unrelated-text loss fell (SFT −0.149 [−0.214, −0.081], LoRA −0.094, QLoRA −0.054
+# [−0.135, 0.034]).
 # (c) The 4-bit base cut the training state from 518 MiB (LoRA) to 471 MiB: the 4 quantized layers'
 # linear weights shrink about 7× (NF4 codes plus one float32 absmax per block of 64). It cost a
 # little at the start (first-step loss 4.104 vs 4.044 on the same batch: the quantization error) and

@@ -20,7 +20,8 @@
 # 3. `group_advantages` — GRPO's group-relative advantage (2 pts)
 # 4. `grpo_loss` — GRPO's clipped surrogate with the KL penalty to the reference, equal to TRL's
 #    `GRPOTrainer` loss; it then trains SmolLM2 on a verifiable reward (3 pts)
-# 5. `ngram_overlap` — an n-gram contamination check between two texts (1 pt)
+# 5. `debiased_judge` — a judge's position-debiased score, verdict and position shift from both orders (2 pts)
+# 6. `ngram_overlap` — an n-gram contamination check between two texts (1 pt)
 #
 # plus one written question (3 pts) that asks for evidence from this notebook's outputs.
 #
@@ -477,9 +478,11 @@ if not AUTOGRADING:
                                             "rejected": p["rejected"]} for p in pairs])
 
     def make_trainer(model, ref, train_pairs, **config):
+        # gradient_checkpointing: TRL's default recomputes every layer's forward in the backward pass to save
+        # memory that batches of 4 short pairs do not need; off, a DPO step here takes about 30 % less time
         args = DPOConfig(output_dir=str(course_utils.paths.cache_dir() / "dpo_runs"), bf16=False, use_cpu=True,
                          report_to="none", disable_tqdm=True, save_strategy="no", logging_steps=1,
-                         max_length=256, seed=0, **config)
+                         max_length=256, seed=0, gradient_checkpointing=False, **config)
         with contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             trainer = DPOTrainer(model=model, ref_model=ref, args=args, train_dataset=to_dataset(train_pairs),
@@ -567,10 +570,10 @@ if not AUTOGRADING:
     ref_logprobs = {k: pair_logprobs(ref_model, b) for k, b in heldout_sets.items()}   # the reference never changes
 
 
-def heldout_eval(model, which):
-    """Per-pair summed log-probs of chosen and rejected under `model`, implicit-reward margins (beta 0.1), loss,
-    on the held-out set `which` ("unseen" or "familiar")."""
-    pc, pr = pair_logprobs(model, heldout_sets[which])
+def heldout_eval(model, which, logprobs=None):
+    """Per-pair summed log-probs of chosen and rejected under `model` (or the given `logprobs` of it), implicit-reward
+    margins (beta 0.1), loss, on the held-out set `which` ("unseen" or "familiar")."""
+    pc, pr = pair_logprobs(model, heldout_sets[which]) if logprobs is None else logprobs
     rc, rr = ref_logprobs[which]
     loss, _, _, margins = dpo_loss(pc, pr, rc, rr, beta=0.1)
     return {"logp chosen": pc.numpy(), "logp rejected": pr.numpy(), "margin": margins.numpy(), "loss": loss.item()}
@@ -594,7 +597,8 @@ def fmt_mean(x, prec=3):
 
 
 if N_STEPS:
-    before = {k: heldout_eval(policy, k) for k in heldout_sets}
+    # before training the policy *is* the reference: its held-out log-probs are ref_logprobs, not computed again
+    before = {k: heldout_eval(policy, k, logprobs=ref_logprobs[k]) for k in heldout_sets}
     n_layers = policy.config.num_hidden_layers
     for name, p in policy.named_parameters():                 # freeze all but the last TRAIN_LAYERS layers
         p.requires_grad_(any(f"layers.{i}." in name for i in range(n_layers - TRAIN_LAYERS, n_layers)))
@@ -1066,15 +1070,18 @@ del _g, _r, _A, _bad, _r4
 # * inputs: `logps`, `old_logps`, `ref_logps`, each $(N, T)$: the per-token log-probabilities of $N$
 #   sampled completions under $\pi_\theta$ (they carry the gradient), under $\pi_{\text{old}}$ and
 #   under $\pi_{\text{ref}}$; `advantages` $(N,)$, one $A_i$ per completion (Exercise 3's output,
-#   flattened); `mask` $(N, T)$, 1 on a completion's tokens and 0 after its end; `epsilon`
-#   (default 0.2) and `beta` (default 0.04);
+#   flattened); `mask` $(N, T)$, a float tensor of 0s and 1s: 1 on a completion's tokens, 0 after its
+#   end; `epsilon` (default 0.2) and `beta` (default 0.04); all values are finite;
 # * per token: $\rho = \exp(\texttt{logps} - \texttt{old\_logps})$; surrogate
 #   $\min\big(\rho A_i,\ \operatorname{clip}(\rho, 1-\epsilon, 1+\epsilon)\,A_i\big)$;
 #   KL estimate $k_3 = e^{\,r} - r - 1$ with $r = \texttt{ref\_logps} - \texttt{logps}$ (always ≥ 0, the
 #   estimator of the GRPO paper and TRL); per-token loss $= -\text{surrogate} + \beta\,k_3$;
-# * the loss is the **mean over the $N$ completions** of each completion's **mean over its masked
-#   tokens** (sum over the tokens with mask 1, divided by their number, at least 1, so a completion with
-#   no token contributes 0), returned as a 0-dim tensor; the inputs are left unchanged.
+# * the mask **multiplies** the per-token losses $\ell_{it}$: completion $i$'s loss is
+#   $\sum_t m_{it}\,\ell_{it} \,/\, \max\big(\sum_t m_{it},\ 1\big)$, i.e. the mean of $\ell_{it}$ over its
+#   tokens with mask 1 (a token with mask 0 adds $0 \cdot \ell_{it} = 0$ to the sum and 0 to the count;
+#   a completion with no token contributes 0);
+# * the loss is the **mean over the $N$ completions** of these per-completion losses, returned as a
+#   0-dim tensor; the inputs are left unchanged.
 #
 # The clip applies to the ratio in both directions and the `min` keeps the unclipped term when it is
 # the smaller one (Section 5's table). Do not call `trl`. Below, the same function is checked against
@@ -1085,11 +1092,13 @@ def grpo_loss(logps, old_logps, ref_logps, advantages, mask, epsilon=0.2, beta=0
     """GRPO loss (Shao et al. 2024, TRL's loss_type="grpo") of N completions of T tokens (Book §8.3.3).
 
     logps, old_logps, ref_logps: (N, T) per-token log-probs under the policy trained, the policy that
-    sampled, and the frozen reference. advantages: (N,). mask: (N, T), 1 on completion tokens.
+    sampled, and the frozen reference. advantages: (N,). mask: (N, T) float, 1 on completion tokens, 0 after.
     Per token: ratio = exp(logps - old_logps);
       surrogate = min(ratio * A, clip(ratio, 1 - epsilon, 1 + epsilon) * A);
       k3 = exp(ref_logps - logps) - (ref_logps - logps) - 1;  per-token loss = -surrogate + beta * k3.
-    Returns the mean over completions of (masked sum of per-token losses) / max(mask sum, 1), 0-dim.
+    The mask multiplies the per-token losses: completion i's loss is
+      sum_t mask[i, t] * loss[i, t] / max(sum_t mask[i, t], 1)   (the mean over its tokens with mask 1).
+    Returns the mean over completions of these, a 0-dim tensor.
     Inputs are left unchanged.
     """
     ### BEGIN SOLUTION
@@ -1246,12 +1255,14 @@ def group_token_logprobs(model, prompt_ids, completions):
 
 
 def sample_group(model, prompt_ids, G, C, gen):
-    """G completions of C tokens sampled at temperature 1; mask = 1 up to and including the first EOS (as TRL)."""
+    """G completions of C tokens for each of the P prompts of `prompt_ids` (P, L), prompts of equal length (no padding),
+    sampled at temperature 1: rows p*G to p*G + G - 1 answer prompt p. mask = 1 up to and including the first EOS
+    (as TRL). One prompt: a (1, L) tensor."""
     with torch.no_grad():
         out = model(prompt_ids, use_cache=True)
         cache = out.past_key_values
         cache.batch_repeat_interleave(G)
-        logits, toks = out.logits[:, -1].float().expand(G, -1), []
+        logits, toks = out.logits[:, -1].float().repeat_interleave(G, 0), []
         for t in range(C):
             toks.append(torch.multinomial(torch.softmax(logits, -1), 1, generator=gen))
             if t < C - 1:
@@ -1342,10 +1353,12 @@ def group_rewards(completions, mask, a, b):
 
 
 def heldout_rewards(model, n=8, seed=100):
-    """Mean reward of n sampled replies per held-out question (the same sampling seed for every model)."""
+    """Mean reward of n sampled replies per held-out question (the same sampling seed for every model). The prompts
+    all have the same length (one-digit numbers), so the questions are sampled together in one batch."""
     gen = torch.Generator().manual_seed(seed)
-    return np.array([group_rewards(*sample_group(model, sum_prompt(a, b), n, GRPO_LEN, gen), a, b).mean().item()
-                     for a, b in SUM_HELDOUT])
+    comp, mask = sample_group(model, torch.cat([sum_prompt(a, b) for a, b in SUM_HELDOUT]), n, GRPO_LEN, gen)
+    return np.array([group_rewards(comp[i * n:(i + 1) * n], mask[i * n:(i + 1) * n], a, b).mean().item()
+                     for i, (a, b) in enumerate(SUM_HELDOUT)])
 
 
 def unpatched_copy(model):
@@ -1450,8 +1463,8 @@ else:
 # 0.1106, 0.2189, 0.5045, so the policy moves away from the reference while β = 0.04 pulls it back. The
 # sampled training reward goes 0.000, 0.125, 0.125, 0.312, 0.312, 0.688 (2 questions × 8 replies per
 # step, so each value is noisy) and the completion length stays at 7.56–8.00 tokens of the 8 allowed. On
-# the 12 held-out questions the mean reward goes from 0.198 [0.069, 0.327] to 0.729 [0.518, 0.940]: a
-# paired difference of +0.531 [+0.331, +0.732] (paired t over questions, p = 0.00011; 11 questions
+# the 12 held-out questions the mean reward goes from 0.177 [0.068, 0.287] to 0.698 [0.488, 0.908]: a
+# paired difference of +0.521 [+0.345, +0.696] (paired t over questions, p = 4.2e-05; 11 questions
 # improved, 0 got worse, 1 equal). GRPO raised the success rate on questions it never sampled, after 12
 # sampled groups. What it reinforced is what the program checks — the first number after an optional
 # restatement of the question (the samples above show the replies) — and GRPO optimises the reward it is
@@ -1497,6 +1510,148 @@ else:
 #
 # Intervals are 95 % t-intervals over pairs.
 
+# %% [markdown]
+# ### Exercise 5 — the position-debiased judge score (2 points)
+#
+# A judge shown one pair in both orders gives two numbers, and its position bias is in both. Implement
+# `debiased_judge(p_a_correct_first, p_a_correct_second)`, which turns them into the three per-pair
+# quantities this section measures. "Correct" is the answer we know to be better (the good answer in
+# the quality pairs, the padded copy when we measure verbosity, the right sum in the answer-key pairs):
+#
+# * inputs: `p_a_correct_first[i]` $= p_1$, the judge's $P(\text{A})$ on pair $i$ when the correct
+#   answer is shown first (as A), and `p_a_correct_second[i]` $= p_2$, its $P(\text{A})$ when the
+#   correct answer is shown second (as B: there the judge favours the correct answer when $P(\text{A})$
+#   is *small*); two 1-D NumPy arrays (any float dtype) or lists of floats, of the same length
+#   $N \ge 1$, every value in $[0, 1]$ (0 and 1 included);
+# * returns a tuple `(soft, verdict, shift)` of three NumPy arrays of shape $(N,)$:
+#   * `soft`, float64: the judge's probability for the correct answer averaged over the two orders,
+#     $\tfrac12\big[p_1 + (1 - p_2)\big]$ — a probability in $[0, 1]$ (½ = no preference), not centred at 0;
+#   * `verdict`, bool: `True` where `soft` $> \tfrac12$, that is where $p_1 > p_2$; a tie, $p_1 = p_2$
+#     (`soft` exactly ½), is `False`. The verdict comes from the averaged probabilities, not from the two
+#     hard verdicts ($p_1 > \tfrac12$, $p_2 < \tfrac12$): a pair can be right in one order only and still
+#     get a clear verdict either way;
+#   * `shift`, float64: the position bias, $P(\text{correct}\mid\text{first}) - P(\text{correct}\mid\text{second})
+#     = p_1 - (1 - p_2)$: positive when the judge favours the first slot, +1 for a judge that always
+#     answers A, −1 for one that always answers B;
+# * a constant pull towards one slot cancels: adding the same $\delta$ to $p_1$ and $p_2$ leaves `soft`
+#   and `verdict` unchanged and moves `shift` by $2\delta$;
+# * the three arrays are float64, bool, float64 whatever the inputs' dtype (float32 inputs too); the
+#   inputs are left unchanged;
+# * raise `ValueError` if the two inputs are not both 1-D of the same length (no broadcasting: a
+#   0-dim input, an $(N, 1)$ input, or a $(1,)$ input next to an $(N,)$ one with $N > 1$ is an error;
+#   two $(1,)$ inputs are one pair, and fine), or if any value is outside $[0, 1]$ or NaN
+#   (log-probabilities or logits passed by mistake).
+#
+# The cells below use it for the quality, position and verbosity measurements and for the answer-key
+# pairs.
+
+# %% nbgrader={"grade": false, "grade_id": "ex3c_debiased_judge", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def debiased_judge(p_a_correct_first, p_a_correct_second):
+    """Position-debiased judge score of N pairs, each judged in both orders.
+
+    p_a_correct_first: (N,) the judge's P(A) when the correct answer is shown first (as A).
+    p_a_correct_second: (N,) its P(A) when the correct answer is shown second (as B).
+    1-D NumPy arrays (any float dtype) or lists, the same length N >= 1, values in [0, 1].
+    Returns (soft, verdict, shift), three NumPy arrays of shape (N,):
+      soft = (p1 + (1 - p2)) / 2, float64: P(correct) averaged over the two orders;
+      verdict = soft > 1/2, i.e. p1 > p2, bool (a tie p1 == p2 is False);
+      shift = p1 - (1 - p2), float64: P(correct | first) - P(correct | second), the position bias.
+    Inputs are left unchanged. Raises ValueError if the inputs are not both 1-D of the same length
+    (no broadcasting) or if a value is outside [0, 1] or NaN.
+    """
+    ### BEGIN SOLUTION
+    p1 = np.asarray(p_a_correct_first, dtype=np.float64)
+    p2 = np.asarray(p_a_correct_second, dtype=np.float64)
+    if p1.ndim != 1 or p2.shape != p1.shape:
+        raise ValueError(f"expected two 1-D arrays of the same length, got shapes {p1.shape} and {p2.shape}")
+    if not (np.all((p1 >= 0) & (p1 <= 1)) and np.all((p2 >= 0) & (p2 <= 1))):   # NaN fails both comparisons
+        raise ValueError("probabilities must lie in [0, 1] (not NaN)")
+    soft = (p1 + (1 - p2)) / 2
+    verdict = p1 > p2                       # = soft > 1/2, without rounding: a tie is not right
+    shift = p1 - (1 - p2)
+    return soft, verdict, shift
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_ex3c_debiased_judge", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+from course_utils.grading import check_close, check_equal, check_type
+_out = debiased_judge(np.array([0.9, 0.75, 0.6]), np.array([0.2, 0.75, 0.9]))
+check_type("debiased_judge(p1, p2)", _out, tuple)
+check_equal("number of arrays debiased_judge returns (soft, verdict, shift)", len(_out), 3)
+_soft, _verdict, _shift = _out
+check_type("debiased_judge verdict", _verdict, np.ndarray)
+check_close("debiased_judge soft score, p1 = [0.9, 0.75, 0.6], p2 = [0.2, 0.75, 0.9] (the mean of p1 and 1 - p2, "
+            "float64)", _soft, np.array([0.85, 0.5, 0.35]), atol=1e-9, dtype=np.float64)
+check_equal("debiased_judge verdict, p1 = [0.9, 0.75, 0.6], p2 = [0.2, 0.75, 0.9] (soft > 1/2: the tie is not "
+            "right; a bool array)", [str(_verdict.dtype)] + _verdict.tolist(), ["bool", True, False, False])
+check_close("debiased_judge position shift, p1 = [0.9, 0.75, 0.6], p2 = [0.2, 0.75, 0.9] (p1 - (1 - p2): "
+            "positive when the first slot is favoured)", _shift, np.array([0.1, 0.5, 0.5]), atol=1e-9, dtype=np.float64)
+del _out, _soft, _verdict, _shift
+### BEGIN HIDDEN TESTS
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import outcome, record
+record("module of debiased_judge (it must be defined in this notebook)", debiased_judge.__module__)
+_rng = np.random.default_rng(31)
+_p1, _p2 = _rng.uniform(0, 1, 12), _rng.uniform(0, 1, 12)
+_res = debiased_judge(_p1, _p2)
+record("debiased_judge on 12 random pairs: soft score (float64)", _res[0], atol=1e-12)
+record("debiased_judge on 12 random pairs: verdict (a bool array)", _res[1])
+record("debiased_judge on 12 random pairs: position shift (float64, the sign: + favours the first slot)", _res[2],
+       atol=1e-12)
+record("p_a_correct_first after debiased_judge (left unchanged)", _p1)
+record("p_a_correct_second after debiased_judge (left unchanged)", _p2)
+_q = np.array([0.55, 0.45, 0.7, 0.3, 0.52, 0.48])           # the judge's preference for the correct answer
+for _d in (0.3, -0.2):                                      # plus a constant pull towards slot A (+) or B (-)
+    _res = debiased_judge(_q + _d, (1 - _q) + _d)
+    record(f"debiased_judge with a constant pull of {_d:+.1f} towards slot A (soft, verdict, shift)", list(_res),
+           atol=1e-12)
+_c = np.array([0.75, 0.5, 0.25, 1.0, 0.0, 0.875])           # a pure position pull: the same P(A) in both orders
+record("debiased_judge when P(A) is the same in both orders (ties; 0 and 1 are valid probabilities)",
+       list(debiased_judge(_c, _c.copy())), atol=1e-12)
+_h1, _h2 = np.array([0.95, 0.6, 0.9, 0.55]), np.array([0.6, 0.95, 0.52, 0.1])   # right in one order only (pairs 0-2)
+record("debiased_judge verdict where averaging probabilities and averaging hard verdicts disagree",
+       debiased_judge(_h1, _h2)[1])
+_res = debiased_judge(_p1[:5].astype(np.float32), _p2[:5].astype(np.float32))
+record("debiased_judge on float32 inputs (float64 soft and shift, bool verdict)", list(_res), atol=1e-6)
+record("debiased_judge on lists [0.9, 0.25], [0.4, 0.25]", list(debiased_judge([0.9, 0.25], [0.4, 0.25])), atol=1e-12)
+_bad = {"lengths 12 and 11": (_p1, _p2[:11]),
+        "shapes (12,) and (1,) (no broadcasting)": (_p1, _p2[:1]),
+        "two (12, 1) arrays (not 1-D)": (_p1[:, None], _p2[:, None]),
+        "two 0-dim arrays (not 1-D)": (np.float64(0.7), np.float64(0.2)),
+        "a value 1.25 in p_a_correct_first": (np.append(_p1[:3], 1.25), _p2[:4]),
+        "log-probabilities (negative) in p_a_correct_second": (_p1[:4], np.log(_p2[:4])),
+        "a NaN in p_a_correct_second": (_p1[:4], np.append(_p2[:3], np.nan))}
+for _what, _args in _bad.items():
+    record(f"debiased_judge with {_what}: must raise ValueError", outcome(debiased_judge, *_args))
+### BEGIN REFERENCE
+from course_utils.grading import expect
+_rng = np.random.default_rng(31)
+_e1, _e2 = _rng.uniform(0, 1, 12), _rng.uniform(0, 1, 12)
+expect("debiased_judge on 12 random pairs: soft score (float64)", 0.5 + 0.5 * (_e1 - _e2), atol=1e-12)
+expect("debiased_judge on 12 random pairs: verdict (a bool array)", _e1 > _e2)
+expect("debiased_judge on 12 random pairs: position shift (float64, the sign: + favours the first slot)",
+       _e1 + _e2 - 1, atol=1e-12)
+expect("p_a_correct_first after debiased_judge (left unchanged)", _e1)
+expect("p_a_correct_second after debiased_judge (left unchanged)", _e2)
+for _d in (0.3, -0.2):                                      # the pull cancels: soft = q; the shift is the pull, 2 delta
+    expect(f"debiased_judge with a constant pull of {_d:+.1f} towards slot A (soft, verdict, shift)",
+           [_q.copy(), _q > 0.5, np.full(6, 2 * _d)], atol=1e-12)
+expect("debiased_judge when P(A) is the same in both orders (ties; 0 and 1 are valid probabilities)",
+       [np.full(6, 0.5), np.zeros(6, dtype=bool), 2 * _c - 1], atol=1e-12)
+expect("debiased_judge verdict where averaging probabilities and averaging hard verdicts disagree",
+       np.array([True, False, True, True]))
+_f1, _f2 = _e1[:5].astype(np.float32).astype(np.float64), _e2[:5].astype(np.float32).astype(np.float64)
+expect("debiased_judge on float32 inputs (float64 soft and shift, bool verdict)",
+       [0.5 + 0.5 * (_f1 - _f2), _f1 > _f2, _f1 + _f2 - 1], atol=1e-6)
+expect("debiased_judge on lists [0.9, 0.25], [0.4, 0.25]",
+       [np.array([0.75, 0.5]), np.array([True, False]), np.array([0.3, -0.5])], atol=1e-12)
+for _what in _bad:
+    expect(f"debiased_judge with {_what}: must raise ValueError", "raises ValueError")
+del _e1, _e2, _f1, _f2
+### END REFERENCE
+del _rng, _p1, _p2, _res, _q, _d, _c, _h1, _h2, _bad, _what, _args
+### END HIDDEN TESTS
+
 # %% nbgrader={"grade": false, "grade_id": "judge", "locked": true, "schema_version": 3, "solution": false, "task": false}
 JUDGE_TEMPLATE = ("Question: {q}\n\nAnswer A: {a}\n\nAnswer B: {b}\n\n"
                   "Which answer is better, A or B? Reply with one letter.")
@@ -1504,19 +1659,36 @@ FILLER = (" In addition, it is worth noting that this is a well-known fact that 
 
 def judge_prob_a(judge, items, batch_size=8, template=JUDGE_TEMPLATE, labels=("A", "B")):
     """For (question, answer A, answer B) items: P(A) / (P(A) + P(B)) of the judge's next token, and P(A) + P(B)
-    (A and B: the two `labels`, one token each)."""
+    (A and B: the two `labels`, one token each), as float32 arrays in the items' order.
+
+    Only the next-token distribution after each prompt is needed, so: the prompts' common beginning (the chat
+    template's system turn, "Question: ", ...) runs once per batch and its key/value cache is shared by the batch;
+    prompts of similar length are batched together, right-padded; the LM head is applied at each prompt's last token
+    only. The same numbers as one full forward pass per prompt, for about half the compute."""
     id_a, id_b = (tok.encode(label, add_special_tokens=False)[0] for label in labels)
-    p_a, mass = [], []
-    old_side, tok.padding_side = tok.padding_side, "left"
-    for i in range(0, len(items), batch_size):
-        texts = [chat_prompt(template.format(q=q, a=a, b=b)) for q, a, b in items[i:i + batch_size]]
-        enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+    rows = [tok(chat_prompt(template.format(q=q, a=a, b=b)), add_special_tokens=False).input_ids for q, a, b in items]
+    n = 0                                                  # common prefix; every prompt keeps at least one token
+    while n < min(map(len, rows)) - 1 and all(r[n] == rows[0][n] for r in rows):
+        n += 1
+    order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
+    p_a, mass = np.zeros(len(rows), dtype=np.float32), np.zeros(len(rows), dtype=np.float32)
+    for start in range(0, len(rows), batch_size):
+        idx = order[start:start + batch_size]
+        ends = torch.tensor([len(rows[i]) - n for i in idx])                 # suffix lengths
+        ids = torch.full((len(idx), int(ends.max())), tok.pad_token_id)
+        att = torch.zeros((len(idx), n + int(ends.max())), dtype=torch.long)
+        att[:, :n] = 1
+        for j, i in enumerate(idx):
+            ids[j, :ends[j]] = torch.tensor(rows[i][n:])
+            att[j, n:n + ends[j]] = 1
         with torch.no_grad():
-            logp = torch.log_softmax(judge(**enc).logits[:, -1].float(), -1)
-        p_a.append(torch.softmax(logp[:, [id_a, id_b]], -1)[:, 0])    # logits restricted to the two labels
-        mass.append(logp[:, [id_a, id_b]].exp().sum(-1))
-    tok.padding_side = old_side
-    return torch.cat(p_a).numpy(), torch.cat(mass).numpy()
+            cache = judge.model(torch.tensor([rows[0][:n]]), use_cache=True).past_key_values
+            cache.batch_repeat_interleave(len(idx))
+            hidden = judge.model(input_ids=ids, attention_mask=att, past_key_values=cache).last_hidden_state
+            logp = torch.log_softmax(judge.lm_head(hidden[torch.arange(len(idx)), ends - 1]).float(), -1)
+        p_a[idx] = torch.softmax(logp[:, [id_a, id_b]], -1)[:, 0].numpy()   # logits restricted to the two labels
+        mass[idx] = logp[:, [id_a, id_b]].exp().sum(-1).numpy()
+    return p_a, mass
 
 N_JUDGE = 0 if AUTOGRADING else (3 if CI_MODE else 24)    # CI mode: 3 pairs (a smoke run); full mode: 24
 if N_JUDGE:
@@ -1525,10 +1697,11 @@ if N_JUDGE:
     pa_good_second, mass2 = judge_prob_a(ref_model, [(p["prompt"], p["rejected"], p["chosen"]) for p in jp])
     pa_pad_first, _ = judge_prob_a(ref_model, [(p["prompt"], p["chosen"] + FILLER, p["chosen"]) for p in jp])
     pa_pad_second, _ = judge_prob_a(ref_model, [(p["prompt"], p["chosen"], p["chosen"] + FILLER) for p in jp])
-    good_first, good_second = pa_good_first, 1 - pa_good_second
-    shift = good_first - good_second                              # = P(A | good first) + P(A | good second) - 1
-    quality = (good_first + good_second) / 2 - 0.5                # order-averaged preference for the good answer
-    verbosity = (pa_pad_first + (1 - pa_pad_second)) / 2 - 0.5    # order-averaged preference for the padded copy
+    soft_good, _, shift = debiased_judge(pa_good_first, pa_good_second)   # Exercise 5, "correct" = the good answer
+    soft_pad, _, _ = debiased_judge(pa_pad_first, pa_pad_second)          # "correct" = the padded copy
+    good_first, good_second = pa_good_first, 1 - pa_good_second           # P(good) in each order
+    quality = soft_good - 0.5                                     # order-averaged preference for the good answer
+    verbosity = soft_pad - 0.5                                    # order-averaged preference for the padded copy
     print(f"judge = SmolLM2-135M-Instruct, {N_JUDGE} pairs, both orders; mean [95 % t-interval] over pairs")
     if CI_MODE:
         print("CI mode: 3 pairs only (a smoke run); full mode judges 24")
@@ -1588,11 +1761,11 @@ else:
 # the first slot they are forced by the design (the correct answer is first in exactly half the
 # prompts: $N$ of $2N$ right, 0 pairs right in both orders), so they describe the judge, not a sample.
 #
-# The measurement with signal in it is the **position-debiased score**: per pair, the judge's
-# probability for the correct answer averaged over the two orders,
+# The measurement with signal in it is the **position-debiased score** of Exercise 5
+# (`debiased_judge`): per pair, the judge's probability for the correct answer averaged over the two orders,
 # $\tfrac12\big[p(\text{A}\mid\text{correct first}) + 1 - p(\text{A}\mid\text{correct second})\big]$, in
 # which a constant pull towards one slot cancels. Its verdict is right when that average exceeds
-# one half; over the $N$ pairs we print the count, its exact (Clopper–Pearson) 95 % interval and the
+# one half (a tie is not); over the $N$ pairs we print the count, its exact (Clopper–Pearson) 95 % interval and the
 # exact binomial test against chance (0.5), and the mean soft score minus 0.5 with its t-interval. The
 # power of that test was fixed before the run (printed below): what accuracy 24 pairs can detect
 # and how many pairs a judge of accuracy 0.65 would need.
@@ -1636,14 +1809,14 @@ if N_KEY:
         right = np.concatenate([p1_right_first > 0.5, p1_right_second < 0.5])
         both = (p1_right_first > 0.5) & (p1_right_second < 0.5)
         first = int((p1_right_first > 0.5).sum() + (p1_right_second > 0.5).sum())
-        soft = (p1_right_first + (1 - p1_right_second)) / 2 - 0.5
-        debiased = int((soft > 0).sum())            # verdict from the order-averaged probability: position cancels
+        soft, verdict, _ = debiased_judge(p1_right_first, p1_right_second)   # Exercise 5: position cancels
+        debiased = int(verdict.sum())               # verdicts from the order-averaged probability
         bt = stats.binomtest(debiased, N_KEY, 0.5)
         ci = bt.proportion_ci(method="exact")
         key_results[name] = (int(right.sum()), int(both.sum()), first, debiased)
         print(f"{name:28s} {f'{int(right.sum())}/{2 * N_KEY}':>20s} {f'{int(both.sum())}/{N_KEY}':>21s} "
               f"{f'{first}/{2 * N_KEY}':>17s} {f'{debiased}/{N_KEY} = {debiased / N_KEY:.3f} [{ci.low:.3f}, {ci.high:.3f}], p = {bt.pvalue:.2g}':>40s} "
-              f"{fmt_mean(soft, 4):>24s}")
+              f"{fmt_mean(soft - 0.5, 4):>24s}")
     # fixed before the run: what the exact binomial test over these pairs can detect (no "observed power")
     print(f"power of the exact two-sided binomial test (alpha 0.05) with {N_KEY} pairs: true accuracy 0.75 -> "
           f"{power_at(N_KEY, 0.75):.2f}, 0.65 -> {power_at(N_KEY, 0.65):.2f}; pairs needed for power >= 0.8 at "
@@ -1673,7 +1846,7 @@ else:
 # first check (GPT-3, PaLM and later reports used variants of it) counts the benchmark's word
 # $n$-grams that also occur in the training text.
 #
-# ### Exercise 5 — n-gram overlap (1 point)
+# ### Exercise 6 — n-gram overlap (1 point)
 #
 # Implement `ngram_overlap(benchmark, training, n=8)`: the fraction of the benchmark's **distinct**
 # word $n$-grams that also occur in the training text,

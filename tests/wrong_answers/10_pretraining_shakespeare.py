@@ -163,3 +163,64 @@ VARIANTS_ISSUE17 = [
      "loses": ["test_ex3_train_step"]},
 ]
 VARIANTS += VARIANTS_ISSUE17
+
+_SCHED_NUMPY = '''def lr_schedule(step, peak_lr, warmup_steps, total_steps, min_lr=0.0):
+    # written from the statement alone, with numpy and clipping instead of branches (returns numpy floats)
+    import numpy as np
+    warm = peak_lr * step / max(warmup_steps, 1)
+    u = np.clip((step - warmup_steps) / (total_steps - warmup_steps), 0.0, 1.0)
+    decay = min_lr + (peak_lr - min_lr) * 0.5 * (1 + np.cos(np.pi * u))
+    return np.where(step < warmup_steps, warm, decay).item()
+'''
+
+VARIANTS_ISSUE40 = [
+    # Exercise 4: the learning-rate schedule
+    {"name": "sched_warmup_starts_one_step_late",         # nanoGPT-like (k + 1) / w: never 0, reaches the peak a step early
+     "cells": {"ex4_lr_schedule": [("return peak_lr * step / warmup_steps", "return peak_lr * (step + 1) / warmup_steps")]},
+     "loses": ["test_ex4_lr_schedule"]},
+    {"name": "sched_cosine_progress_over_total",          # progress k / S: below the peak at the end of the warm-up
+     "cells": {"ex4_lr_schedule": [("progress = (step - warmup_steps) / (total_steps - warmup_steps)",
+                                    "progress = step / total_steps")]},
+     "loses": ["test_ex4_lr_schedule"]},
+    {"name": "sched_decays_to_zero",                      # min_lr ignored in the cosine: ends at 0, jumps to the floor after
+     "cells": {"ex4_lr_schedule": [("return min_lr + (peak_lr - min_lr) * 0.5 * (1.0 + math.cos(math.pi * progress))",
+                                    "return peak_lr * 0.5 * (1.0 + math.cos(math.pi * progress))")]},
+     "loses": ["test_ex4_lr_schedule"]},
+    {"name": "sched_clipped_at_floor",                    # decays to 0 but clipped at min_lr: right at the ends, wrong between
+     "cells": {"ex4_lr_schedule": [("return min_lr + (peak_lr - min_lr) * 0.5 * (1.0 + math.cos(math.pi * progress))",
+                                    "return max(min_lr, peak_lr * 0.5 * (1.0 + math.cos(math.pi * progress)))")]},
+     "loses": ["test_ex4_lr_schedule"]},
+    {"name": "sched_full_cosine_cycle",                   # cos(2 pi u): back up to the peak by the end, not monotone
+     "cells": {"ex4_lr_schedule": [("math.cos(math.pi * progress)", "math.cos(2 * math.pi * progress)")]},
+     "loses": ["test_ex4_lr_schedule"]},
+    {"name": "sched_no_floor_after_the_end",              # the cosine formula past S climbs again
+     "cells": {"ex4_lr_schedule": [("    if step >= total_steps:\n        return float(min_lr)\n", "")]},
+     "loses": ["test_ex4_lr_schedule"]},
+    {"name": "sched_linear_decay",                        # a straight line from the peak to the floor
+     "cells": {"ex4_lr_schedule": [("min_lr + (peak_lr - min_lr) * 0.5 * (1.0 + math.cos(math.pi * progress))",
+                                    "min_lr + (peak_lr - min_lr) * (1.0 - progress)")]},
+     "loses": ["test_ex4_lr_schedule"]},
+    {"name": "honest_sched_numpy_clip",                   # another right answer, written from the student text alone
+     "cells": {"ex4_lr_schedule": _SCHED_NUMPY},
+     "loses": []},
+]
+VARIANTS += VARIANTS_ISSUE40
+
+# An honest answer a reader wrote from the student notebook's text alone (issue 40): full marks.
+_SCHED_READER = """import math
+
+
+def lr_schedule(step, peak_lr, warmup_steps, total_steps, min_lr=0.0):
+    \"\"\"Learning rate of optimizer step `step`: linear warm-up from 0, cosine decay to a floor (GPT-2, nanoGPT).\"\"\"
+    k, w, S = step, warmup_steps, total_steps
+    if k < w:
+        return float(peak_lr) * k / w
+    if k > S:
+        return float(min_lr)
+    u = (k - w) / (S - w)
+    return float(min_lr + (peak_lr - min_lr) * 0.5 * (1.0 + math.cos(math.pi * u)))
+"""
+VARIANTS.append(
+    {"name": "honest_sched_reader",                       # branches on k < w, k > S; float() of every branch
+     "cells": {"ex4_lr_schedule": _SCHED_READER},
+     "loses": []})

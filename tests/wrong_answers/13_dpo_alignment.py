@@ -199,6 +199,139 @@ _NGRAM_SHORT_TRAINING_RAISES = '''def ngram_overlap(benchmark, training, n=8):
     return len(bench & grams(training)) / len(bench)
 '''
 
+_JUDGE_BASE = """def debiased_judge(p_a_correct_first, p_a_correct_second):
+    p1 = np.asarray(p_a_correct_first, dtype=np.float64)
+    p2 = np.asarray(p_a_correct_second, dtype=np.float64)
+    if p1.ndim != 1 or p2.shape != p1.shape:
+        raise ValueError("two 1-D arrays of the same length")
+    if not (np.all((p1 >= 0) & (p1 <= 1)) and np.all((p2 >= 0) & (p2 <= 1))):
+        raise ValueError("probabilities in [0, 1]")
+{body}"""
+
+_JUDGE_NO_FLIP = _JUDGE_BASE.format(body="""    # averages P(A) over the two orders, forgetting that in the second order the correct answer is B
+    soft = (p1 + p2) / 2
+    return soft, soft > 0.5, p1 - (1 - p2)
+""")
+
+_JUDGE_HARD_VERDICTS = _JUDGE_BASE.format(body="""    # the verdict from the two hard verdicts (right first, right second), averaged
+    soft = (p1 + (1 - p2)) / 2
+    votes = ((p1 > 0.5).astype(np.float64) + (p2 < 0.5).astype(np.float64)) / 2
+    return soft, votes > 0.5, p1 - (1 - p2)
+""")
+
+_JUDGE_SOFT_FROM_VOTES = _JUDGE_BASE.format(body="""    # the soft score as the share of the two hard verdicts that are right
+    soft = ((p1 > 0.5).astype(np.float64) + (p2 < 0.5).astype(np.float64)) / 2
+    return soft, soft > 0.5, p1 - (1 - p2)
+""")
+
+_JUDGE_SHIFT_SIGN = _JUDGE_BASE.format(body="""    # the shift as P(correct | second) - P(correct | first)
+    return (p1 + (1 - p2)) / 2, p1 > p2, (1 - p2) - p1
+""")
+
+_JUDGE_SHIFT_OF_P_A = _JUDGE_BASE.format(body="""    # the shift as the change of P(A) between the orders, not of P(correct)
+    return (p1 + (1 - p2)) / 2, p1 > p2, p1 - p2
+""")
+
+_JUDGE_TIE_RIGHT = _JUDGE_BASE.format(body="""    # a tie counts as right
+    soft = (p1 + (1 - p2)) / 2
+    return soft, soft >= 0.5, p1 - (1 - p2)
+""")
+
+_JUDGE_CENTRED = _JUDGE_BASE.format(body="""    # returns the preference centred at 0 (soft - 1/2), as the section's tables print it
+    soft = (p1 + (1 - p2)) / 2 - 0.5
+    return soft, soft > 0, p1 - (1 - p2)
+""")
+
+_JUDGE_KEEPS_DTYPE = """def debiased_judge(p_a_correct_first, p_a_correct_second):
+    # keeps the inputs' dtype: float32 in, float32 out
+    p1, p2 = np.asarray(p_a_correct_first), np.asarray(p_a_correct_second)
+    if p1.ndim != 1 or p2.shape != p1.shape:
+        raise ValueError("two 1-D arrays of the same length")
+    if not (np.all((p1 >= 0) & (p1 <= 1)) and np.all((p2 >= 0) & (p2 <= 1))):
+        raise ValueError("probabilities in [0, 1]")
+    return (p1 + (1 - p2)) / 2, p1 > p2, p1 - (1 - p2)
+"""
+
+_JUDGE_BROADCASTS = """def debiased_judge(p_a_correct_first, p_a_correct_second):
+    # no shape check: a (1,) input broadcasts against the other
+    p1 = np.asarray(p_a_correct_first, dtype=np.float64)
+    p2 = np.asarray(p_a_correct_second, dtype=np.float64)
+    if not (np.all((p1 >= 0) & (p1 <= 1)) and np.all((p2 >= 0) & (p2 <= 1))):
+        raise ValueError("probabilities in [0, 1]")
+    return (p1 + (1 - p2)) / 2, p1 > p2, p1 - (1 - p2)
+"""
+
+_JUDGE_SAME_SHAPE_ONLY = """def debiased_judge(p_a_correct_first, p_a_correct_second):
+    # checks that the shapes are equal, not that they are 1-D
+    p1 = np.asarray(p_a_correct_first, dtype=np.float64)
+    p2 = np.asarray(p_a_correct_second, dtype=np.float64)
+    if p1.shape != p2.shape:
+        raise ValueError("shapes differ")
+    if not (np.all((p1 >= 0) & (p1 <= 1)) and np.all((p2 >= 0) & (p2 <= 1))):
+        raise ValueError("probabilities in [0, 1]")
+    return (p1 + (1 - p2)) / 2, p1 > p2, p1 - (1 - p2)
+"""
+
+_JUDGE_NO_RANGE_CHECK = """def debiased_judge(p_a_correct_first, p_a_correct_second):
+    # no range check: log-probabilities go through
+    p1 = np.asarray(p_a_correct_first, dtype=np.float64)
+    p2 = np.asarray(p_a_correct_second, dtype=np.float64)
+    if p1.ndim != 1 or p2.shape != p1.shape:
+        raise ValueError("two 1-D arrays of the same length")
+    return (p1 + (1 - p2)) / 2, p1 > p2, p1 - (1 - p2)
+"""
+
+_JUDGE_RANGE_MISSES_NAN = """def debiased_judge(p_a_correct_first, p_a_correct_second):
+    # looks for values below 0 or above 1: a NaN is neither
+    p1 = np.asarray(p_a_correct_first, dtype=np.float64)
+    p2 = np.asarray(p_a_correct_second, dtype=np.float64)
+    if p1.ndim != 1 or p2.shape != p1.shape:
+        raise ValueError("two 1-D arrays of the same length")
+    if (p1 < 0).any() or (p1 > 1).any() or (p2 < 0).any() or (p2 > 1).any():
+        raise ValueError("probabilities in [0, 1]")
+    return (p1 + (1 - p2)) / 2, p1 > p2, p1 - (1 - p2)
+"""
+
+_JUDGE_OPEN_INTERVAL = """def debiased_judge(p_a_correct_first, p_a_correct_second):
+    # refuses 0 and 1 too: probabilities in the open interval (0, 1)
+    p1 = np.asarray(p_a_correct_first, dtype=np.float64)
+    p2 = np.asarray(p_a_correct_second, dtype=np.float64)
+    if p1.ndim != 1 or p2.shape != p1.shape:
+        raise ValueError("two 1-D arrays of the same length")
+    if not (np.all((p1 > 0) & (p1 < 1)) and np.all((p2 > 0) & (p2 < 1))):
+        raise ValueError("probabilities in (0, 1)")
+    return (p1 + (1 - p2)) / 2, p1 > p2, p1 - (1 - p2)
+"""
+
+_JUDGE_IN_PLACE = _JUDGE_BASE.format(body="""    # turns P(A | correct second) into P(correct | correct second) in the caller's array
+    np.subtract(1.0, p2, out=p2)
+    return (p1 + p2) / 2, p1 > 1 - p2, p1 - p2
+""")
+
+_JUDGE_ARRAYS_ONLY = """def debiased_judge(p_a_correct_first, p_a_correct_second):
+    # calls array methods on the inputs: lists of floats are not accepted
+    p1, p2 = p_a_correct_first.astype(np.float64), p_a_correct_second.astype(np.float64)
+    if p1.ndim != 1 or p2.shape != p1.shape:
+        raise ValueError("two 1-D arrays of the same length")
+    if not (np.all((p1 >= 0) & (p1 <= 1)) and np.all((p2 >= 0) & (p2 <= 1))):
+        raise ValueError("probabilities in [0, 1]")
+    return (p1 + (1 - p2)) / 2, p1 > p2, p1 - (1 - p2)
+"""
+
+_HONEST_JUDGE_THRESHOLD = """def debiased_judge(p_a_correct_first, p_a_correct_second):
+    p1 = np.array(p_a_correct_first, dtype=float)      # copies: the caller's arrays are never touched
+    p2 = np.array(p_a_correct_second, dtype=float)
+    if p1.ndim != 1 or p2.ndim != 1 or len(p1) != len(p2):
+        raise ValueError("p_a_correct_first and p_a_correct_second must be 1-D of the same length")
+    both = np.concatenate([p1, p2])
+    if np.isnan(both).any() or both.min() < 0 or both.max() > 1:
+        raise ValueError("probabilities must be in [0, 1]")
+    p_correct_first, p_correct_second = p1, 1.0 - p2
+    soft = 0.5 * (p_correct_first + p_correct_second)
+    shift = p_correct_first - p_correct_second
+    return soft, soft > 0.5, shift
+"""
+
 VARIANTS = [
     # Exercise 1: sequence log-probs
     {"name": "slp_mean_instead_of_sum",
@@ -416,7 +549,40 @@ VARIANTS = [
     return (per_tok.sum(dim=1) / n).mean()
 """},
      "loses": []},
-    # Exercise 5: contamination
+    # Exercise 5: the position-debiased judge score (soft score, verdict, position shift)
+    {"name": "judge_averages_p_a_without_flipping", "cells": {"ex3c_debiased_judge": _JUDGE_NO_FLIP},
+     "loses": ["test_ex3c_debiased_judge"]},
+    {"name": "judge_verdict_from_hard_verdicts", "cells": {"ex3c_debiased_judge": _JUDGE_HARD_VERDICTS},
+     "loses": ["test_ex3c_debiased_judge"]},
+    {"name": "judge_soft_score_from_hard_verdicts", "cells": {"ex3c_debiased_judge": _JUDGE_SOFT_FROM_VOTES},
+     "loses": ["test_ex3c_debiased_judge"]},
+    {"name": "judge_shift_wrong_sign", "cells": {"ex3c_debiased_judge": _JUDGE_SHIFT_SIGN},
+     "loses": ["test_ex3c_debiased_judge"]},
+    {"name": "judge_shift_of_p_a", "cells": {"ex3c_debiased_judge": _JUDGE_SHIFT_OF_P_A},
+     "loses": ["test_ex3c_debiased_judge"]},
+    {"name": "judge_tie_counts_right", "cells": {"ex3c_debiased_judge": _JUDGE_TIE_RIGHT},
+     "loses": ["test_ex3c_debiased_judge"]},
+    {"name": "judge_soft_centred_at_0", "cells": {"ex3c_debiased_judge": _JUDGE_CENTRED},
+     "loses": ["test_ex3c_debiased_judge"]},
+    {"name": "judge_keeps_float32", "cells": {"ex3c_debiased_judge": _JUDGE_KEEPS_DTYPE},
+     "loses": ["test_ex3c_debiased_judge"]},
+    {"name": "judge_broadcasts_a_length_1_input", "cells": {"ex3c_debiased_judge": _JUDGE_BROADCASTS},
+     "loses": ["test_ex3c_debiased_judge"]},
+    {"name": "judge_accepts_2d_of_equal_shape", "cells": {"ex3c_debiased_judge": _JUDGE_SAME_SHAPE_ONLY},
+     "loses": ["test_ex3c_debiased_judge"]},
+    {"name": "judge_no_range_check", "cells": {"ex3c_debiased_judge": _JUDGE_NO_RANGE_CHECK},
+     "loses": ["test_ex3c_debiased_judge"]},
+    {"name": "judge_range_check_misses_nan", "cells": {"ex3c_debiased_judge": _JUDGE_RANGE_MISSES_NAN},
+     "loses": ["test_ex3c_debiased_judge"]},
+    {"name": "judge_refuses_0_and_1", "cells": {"ex3c_debiased_judge": _JUDGE_OPEN_INTERVAL},
+     "loses": ["test_ex3c_debiased_judge"]},
+    {"name": "judge_flips_second_order_in_place", "cells": {"ex3c_debiased_judge": _JUDGE_IN_PLACE},
+     "loses": ["test_ex3c_debiased_judge"]},
+    {"name": "judge_refuses_lists", "cells": {"ex3c_debiased_judge": _JUDGE_ARRAYS_ONLY},
+     "loses": ["test_ex3c_debiased_judge"]},
+    {"name": "honest_judge_threshold_on_soft", "cells": {"ex3c_debiased_judge": _HONEST_JUDGE_THRESHOLD},
+     "loses": []},
+    # Exercise 6: contamination
     {"name": "ngram_characters", "cells": {"ex4_ngram_overlap": _NGRAM_CHARS}, "loses": ["test_ex4_ngram_overlap"]},
     {"name": "ngram_case_sensitive",
      "cells": {"ex4_ngram_overlap": [("words = text.lower().split()", "words = text.split()")]},
@@ -459,4 +625,35 @@ _HONEST_GRPO_LOSS_READER = 'import torch\n\n\ndef grpo_loss(logps, old_logps, re
 VARIANTS.append(
     {"name": "honest_grpo_loss_reader",   # mask as weights and torch.where, max(count, 1), its own shape checks
      "cells": {"ex3b_grpo_loss": _HONEST_GRPO_LOSS_READER},
+     "loses": []})
+
+# An honest answer a reader wrote from the student notebook's text alone (issue 40): full marks.
+_JUDGE_READER = """import numpy as np
+
+
+def debiased_judge(p_a_correct_first, p_a_correct_second):
+    \"\"\"Position-debiased judge score of N pairs, each judged in both orders.\"\"\"
+    try:
+        p1 = np.array(p_a_correct_first, dtype=np.float64)   # copy: inputs left unchanged
+        p2 = np.array(p_a_correct_second, dtype=np.float64)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"inputs must be numeric arrays of probabilities: {e}")
+    if p1.ndim != 1 or p2.ndim != 1:
+        raise ValueError(f"inputs must be 1-D, got shapes {p1.shape} and {p2.shape}")
+    if p1.shape != p2.shape:
+        raise ValueError(f"inputs must have the same length, got {p1.shape} and {p2.shape}")
+    if p1.shape[0] < 1:
+        raise ValueError("inputs must hold at least one pair (N >= 1)")
+    for name, p in (("p_a_correct_first", p1), ("p_a_correct_second", p2)):
+        # NaN fails both comparisons, so it is caught here too
+        if not np.all((p >= 0.0) & (p <= 1.0)):
+            raise ValueError(f"{name} must hold probabilities in [0, 1] (no NaN)")
+    soft = 0.5 * (p1 + (1.0 - p2))
+    verdict = p1 > p2          # same as soft > 1/2, without rounding at the tie
+    shift = p1 - (1.0 - p2)
+    return soft.astype(np.float64), np.asarray(verdict, dtype=bool), shift.astype(np.float64)
+"""
+VARIANTS.append(
+    {"name": "honest_judge_reader",                       # converts with np.array, checks each clause, p1 > p2 for the verdict
+     "cells": {"ex3c_debiased_judge": _JUDGE_READER},
      "loses": []})
