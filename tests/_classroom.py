@@ -122,3 +122,39 @@ def answered(student_nb: dict, answer: str, written: str = "Because 2x = x + x."
         elif gid == "written":
             c["source"] = written
     return nb
+
+
+@contextlib.contextmanager
+def submission_service(exchange: Path, course_id: str = "llm-course", *, timeout: float = 60.0) -> Iterator[Path]:
+    """The instructor's submission service (``llm-course exchange serve``) on ``exchange`` for the
+    duration, as the account running the tests (the instructor); yields the socket's path."""
+    import subprocess
+    import sys
+    import time
+
+    sock = exchange / course_id / "submit.sock"
+    log = open(exchange.parent / f"exchange-service-{course_id}.log", "w")
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "llm-course"), "exchange", "serve",
+                             "--root", str(exchange), "--course", course_id],
+                            stdout=log, stderr=subprocess.STDOUT, cwd=exchange.parent)
+    try:
+        t_end = time.monotonic() + timeout
+        while not sock.exists():
+            if proc.poll() is not None or time.monotonic() > t_end:
+                log.flush()
+                raise RuntimeError("the submission service did not start:\n"
+                                   + (exchange.parent / f"exchange-service-{course_id}.log").read_text())
+            time.sleep(0.1)
+        yield sock
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def service_log(exchange: Path, course_id: str = "llm-course") -> str:
+    """What :func:`submission_service` logged."""
+    return (exchange.parent / f"exchange-service-{course_id}.log").read_text()

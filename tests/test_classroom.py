@@ -6,6 +6,11 @@
 * ``llm-course autograde --jobs N`` grades submissions with N stock nbgrader processes into one
   gradebook: SQLite here, a real PostgreSQL server (started by the test as an unprivileged user)
   below; every grade lands;
+* that server as README "A larger gradebook" sets it up: the grader role needs its password (a 0600
+  ``PGPASSFILE``), a real student account connecting as grader is refused, and while the workers
+  run, that student sees neither the URL nor its password on any command line (``/proc/*/cmdline``)
+  and reads no grader's environment; no grading kernel inherits the URL; ``exposure_warnings``
+  finds the one ``trust`` line of ``pg_hba.conf``;
 * an honest submission logs no ``Attribute 'checksum' … has changed`` warning (stock nbgrader
   logs one per test cell that has hidden tests), while a submission that edited a locked test
   cell still does, and is graded with the cell restored.
@@ -14,10 +19,12 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import socket
 import subprocess
 import tempfile
+import uuid
 from pathlib import Path
 
 import pytest
@@ -102,10 +109,26 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+class PgUrl(str):
+    """The gradebook URL with its password (what the fixture yields: a str), and the server's details:
+    ``bare`` (the URL without password, as README's config holds it), ``password``, ``pgpass`` (a
+    0600 file for libpq's ``PGPASSFILE``), ``sock`` and ``port``."""
+    bare: str
+    password: str
+    pgpass: Path
+    sock: Path
+    port: int
+
+
+TRUSTED_ROLE = "nobody_trusted"   # one pg_hba.conf line that trusts, for `exposure_warnings` to find
+
+
 @pytest.fixture(scope="module")
 def postgres():
     """A PostgreSQL server in a temporary folder, run by the unprivileged ``postgres`` account
-    (Debian's postgresql package), listening only on a Unix socket; its URL."""
+    (Debian's postgresql package), listening only on a Unix socket, as README "A larger
+    gradebook" sets one up: the ``grader`` role authenticates with a password (scram-sha-256) for
+    every connection, local ones included; plus a ``trust`` line for a role nobody uses."""
     pytest.importorskip("psycopg2")
     if not (PG_BIN / "initdb").is_file():
         pytest.skip("PostgreSQL server binaries missing (apt-get install postgresql)")
@@ -123,28 +146,98 @@ def postgres():
     base.chmod(0o755)
     data, sock = base / "data", base / "sock"
     sock.mkdir()
+    password = secrets.token_hex(12)
+    pwfile = base / "pw"
+    pwfile.write_text(password + "\n")
     if prefix:
         shutil.chown(base, "postgres", "postgres")
         shutil.chown(sock, "postgres", "postgres")
+        shutil.chown(pwfile, "postgres", "postgres")
+    pwfile.chmod(0o600)
     port = _free_port()
     run = lambda *a, **k: subprocess.run([*prefix, *a], check=True, capture_output=True, text=True,  # noqa: E731
                                          cwd=base, timeout=120, **k)
     try:
-        run(str(PG_BIN / "initdb"), "-D", str(data), "-U", "grader", "--auth=trust", "-E", "UTF8")
+        run(str(PG_BIN / "initdb"), "-D", str(data), "-U", "grader", f"--pwfile={pwfile}",
+            "--auth-local=scram-sha-256", "--auth-host=scram-sha-256", "-E", "UTF8")
+        pwfile.unlink()
+        hba = data / "pg_hba.conf"
+        run("sh", "-c", f"echo 'local gradebook {TRUSTED_ROLE} trust' >> {hba}")
         run(str(PG_BIN / "pg_ctl"), "-D", str(data), "-l", str(base / "log"), "-w", "-o",
             f"-k {sock} -p {port} -c listen_addresses='' -c max_connections=50", "start")
-        run(str(PG_BIN / "createdb"), "-h", str(sock), "-p", str(port), "-U", "grader", "gradebook")
-        yield f"postgresql+psycopg2://grader@/gradebook?host={sock}&port={port}"
+        run(str(PG_BIN / "createdb"), "-h", str(sock), "-p", str(port), "-U", "grader", "gradebook",
+            env=dict(os.environ, PGPASSWORD=password))
+        pgpass = Path(tempfile.mkdtemp(prefix="llmc-pgpass-")) / "pgpass"
+        pgpass.write_text(f"*:{port}:gradebook:grader:{password}\n")
+        pgpass.chmod(0o600)
+        url = PgUrl(f"postgresql+psycopg2://grader:{password}@/gradebook?host={sock}&port={port}")
+        url.bare, url.password, url.pgpass, url.sock, url.port = (
+            f"postgresql+psycopg2://grader@/gradebook?host={sock}&port={port}", password, pgpass, sock, port)
+        yield url
     finally:
         subprocess.run([*prefix, str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
                        capture_output=True, cwd=base, timeout=60)
         shutil.rmtree(base, ignore_errors=True)
 
 
-def test_parallel_autograde_into_postgresql(postgres, tmp_path):
+@pytest.fixture
+def student_account():
+    """A real account of the machine (a student), with a home; ``None`` unless run as root."""
+    if os.geteuid() != 0 or not shutil.which("runuser"):
+        yield None
+        return
+    name = f"lc{uuid.uuid4().hex[:6]}pg"
+    home = Path(tempfile.mkdtemp(prefix="llmc-pgstudent-"))
+    subprocess.run(["useradd", "--no-create-home", "--home-dir", str(home), "--shell", "/bin/sh", "--user-group",
+                    name], check=True, capture_output=True)
+    shutil.chown(home, name, name)
+    try:
+        yield name, home
+    finally:
+        subprocess.run(["userdel", name], capture_output=True)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+# What a student can see of every process: argv (``ps``) and, where allowed, the environment. Runs
+# until the file argv[1] appears; prints what it saw.
+WATCH = r"""
+import json, os, sys, time
+stop, seen, env_read = sys.argv[1], {}, []
+while not os.path.exists(stop):
+    for pid in os.listdir('/proc'):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f'/proc/{pid}/cmdline', 'rb') as f:
+                seen[pid] = f.read().replace(b'\0', b' ').decode(errors='replace')
+        except OSError:
+            pass
+        try:
+            with open(f'/proc/{pid}/environ', 'rb') as f:
+                if b'LLM_COURSE_DB_URL' in f.read():
+                    env_read.append(pid)
+        except OSError:
+            pass
+    time.sleep(0.05)
+print(json.dumps({'cmdlines': sorted(set(seen.values())), 'environ': env_read}))
+"""
+
+
+def _as_user(user: str, home: Path, *cmd: str, **kw) -> subprocess.Popen:
+    env = {"HOME": str(home), "USER": user, "LOGNAME": user, "LANG": "C.UTF-8", "PATH": "/usr/bin:/bin"}
+    return subprocess.Popen([shutil.which("runuser") or "/usr/sbin/runuser", "-u", user, "--", *cmd], cwd=home,
+                            env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **kw)
+
+
+def test_parallel_autograde_into_postgresql(postgres, student_account, tmp_path, monkeypatch):
+    from course_tools.grading.privacy import exposure_warnings
+
     course = make_course(tmp_path / "course")
     classroom.nbgrader(["generate_assignment", AID, "--no-db"], course)
-    classroom.register([AID], course, db=postgres, log=lambda *_: None)
+    # README's way: the URL without password, the password in a 0600 pgpass file libpq reads
+    monkeypatch.setenv("PGPASSFILE", str(postgres.pgpass))
+    classroom.register([AID], course, db=postgres.bare, log=lambda *_: None)
     student = json.loads((course / "notebooks" / AID / f"{AID}.ipynb").read_text())
     want = {}
     subs = {}
@@ -152,10 +245,47 @@ def test_parallel_autograde_into_postgresql(postgres, tmp_path):
         who = f"p{i}"
         subs[who] = answered(student, PARTLY if i % 3 == 2 else RIGHT)
         want[who] = 2.0 if i % 3 == 2 else MAX_AUTO
+    # a submission that prints its kernel's whole environment into its graded notebook
+    subs["p0"] = answered(student, RIGHT + "import os\nprint(dict(os.environ))\n")
     _submit(course, subs)
-    run = classroom.autograde(AID, course, jobs=3, db=postgres, log=lambda *_: None)
+    watcher = None
+    if student_account:
+        user, home = student_account
+        stop = Path(tempfile.mkdtemp(prefix="llmc-watch-"))
+        stop.chmod(0o755)
+        watcher = _as_user(user, home, "/usr/bin/python3", "-I", "-c", WATCH, str(stop / "stop"))
+    try:
+        # the worst case: the instructor hands the URL *with* its password to llm-course
+        run = classroom.autograde(AID, course, jobs=3, db=str(postgres), log=lambda *_: None)
+    finally:
+        if watcher:
+            (stop / "stop").touch()
+            out, err = watcher.communicate(timeout=60)
+            shutil.rmtree(stop, ignore_errors=True)
     assert not run.failed, run.logs
     assert run.jobs == 3
-    scores = classroom.gradebook_scores(postgres, AID)
+    scores = classroom.gradebook_scores(postgres.bare, AID)
     assert {k: v["score"] for k, v in scores.items()} == want
     assert not (course / "gradebook.db").exists(), "a worker wrote to the SQLite gradebook"
+    graded = (course / "autograded" / "p0" / AID / f"{AID}.ipynb").read_text()
+    assert "LLM_COURSE_SANDBOXED" in graded, "the kernel's environment was not printed"
+    assert postgres.password not in graded and "LLM_COURSE_DB_URL" not in graded, "a kernel inherited the URL"
+    # llm-course doctor's checks: grader authenticates; the one trusting line is found
+    found = exposure_warnings(course, str(postgres))
+    assert len(found) == 1 and TRUSTED_ROLE in found[0] and "trusts local" in found[0], found
+    if not student_account:
+        return
+    assert watcher.returncode == 0, err
+    seen = json.loads(out)
+    workers = [c for c in seen["cmdlines"] if "nbgrader" in c and " autograde " in c]
+    assert workers, "the watcher saw no autograde worker"
+    assert not [c for c in seen["cmdlines"] if postgres.password in c or f"host={postgres.sock}" in c], \
+        "the gradebook URL is on a command line every account reads"
+    assert not seen["environ"], "another account read a grader's environment"
+    # a student connecting as the grader role, through the same socket, is refused
+    user, home = student_account
+    psql = _as_user(user, home, str(PG_BIN / "psql"), "-h", str(postgres.sock), "-p", str(postgres.port),
+                    "-U", "grader", "-d", "gradebook", "-w", "-c", "UPDATE grade SET auto_score = 0")
+    _, perr = psql.communicate(timeout=60)
+    assert psql.returncode != 0, "a student connected to the gradebook as grader"
+    assert "password" in perr, perr

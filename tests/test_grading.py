@@ -304,6 +304,28 @@ def test_variants_are_grouped_only_when_disjoint():
     assert len(group_variants([a, b, c, d], separate=True)) == 4
 
 
+def test_every_chapter_grades_its_wrong_answers_in_the_fewest_submissions():
+    """Issue 46: a round trip is one `nbgrader autograde` of solution, blank and one submission per
+    group; the grouping reaches the lower bound of the rules (shared cell or test cell: apart;
+    "alone": apart), so no chapter could be graded with fewer submissions."""
+    from course_tools.grading.selftest import fewest_groups, group_variants, load_variants
+    from course_tools.release import chapters
+    from course_utils.paths import repo_root
+
+    for ch in chapters(repo_root()):
+        variants = load_variants(ch)
+        groups = group_variants(variants)
+        assert sorted(v.name for g in groups for v in g) == sorted(v.name for v in variants), ch
+        for grp in groups:
+            if len(grp) > 1:
+                assert not any(v.alone for v in grp), (ch, [v.name for v in grp])
+                cells = [c for v in grp for c in v.cells]
+                tests = [t for v in grp for t in v.loses]
+                assert len(cells) == len(set(cells)) and len(tests) == len(set(tests)), (ch, [v.name for v in grp])
+        assert len(groups) == fewest_groups(variants), (ch, len(groups), fewest_groups(variants))
+        assert len(group_variants(variants, separate=True)) == fewest_groups(variants, separate=True) == len(variants)
+
+
 def test_first_error_names_cell_and_exception(tmp_path):
     import json
 

@@ -41,7 +41,7 @@ from pathlib import Path
 import pytest
 
 import _classroom
-from _classroom import AID, MAX_AUTO, MAX_TOTAL, RIGHT, answered, make_course, others_may_enter
+from _classroom import AID, MAX_AUTO, MAX_TOTAL, RIGHT, answered, make_course, others_may_enter, submission_service
 from course_tools import classroom
 from course_utils.paths import repo_root
 
@@ -263,7 +263,7 @@ def test_class_cycle_as_the_readme_says(accounts):
     A, B, C = names["A"], names["B"], names["C"]
     exchange = base / "exchange"
     exchange.mkdir()
-    exchange.chmod(0o777)
+    exchange.chmod(0o755)       # README: the instructor's exchange root; students submit through the service
     course = make_course(base / "course")
     (course / "solutions" / AID / f"{AID}.ipynb").write_text(json.dumps(_source(), indent=1))
     (course / "nbgrader_config.py").write_text((course / "nbgrader_config.py").read_text()
@@ -310,12 +310,13 @@ def test_class_cycle_as_the_readme_says(accounts):
     path = re.search(r"nbgrader validate (\S+?)`", students).group(1).replace("NN", AID)
     val = _as_student(A, homes[A], "validate", path)
     assert "Success! Your notebook passes all the tests." in val.stdout, val.stdout + val.stderr
-    with ThreadPoolExecutor(2) as pool:
-        list(pool.map(lambda u: _as_student(u, homes[u], "submit", AID), (A, B)))
-    due = (datetime.now(timezone.utc) + timedelta(seconds=1)).replace(microsecond=0)
-    time.sleep(max(0.0, (due - datetime.now(timezone.utc)).total_seconds()) + 0.2)
-    run("due date", nbg, "db", "assignment", "add", AID, f"--duedate={due:%Y-%m-%d %H:%M:%S} UTC")
-    _as_student(C, homes[C], "submit", AID)
+    with submission_service(exchange):     # the README's `llm-course exchange serve`
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(lambda u: _as_student(u, homes[u], "submit", AID), (A, B)))
+        due = (datetime.now(timezone.utc) + timedelta(seconds=1)).replace(microsecond=0)
+        time.sleep(max(0.0, (due - datetime.now(timezone.utc)).total_seconds()) + 0.2)
+        run("due date", nbg, "db", "assignment", "add", AID, f"--duedate={due:%Y-%m-%d %H:%M:%S} UTC")
+        _as_student(C, homes[C], "submit", AID)
     run("collect", nbg, "collect", AID)
 
     # (1) grading without any offline variable: the reference run and every kernel use the caches

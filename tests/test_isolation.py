@@ -207,7 +207,9 @@ def graded(tmp_path_factory):
     log: list[str] = []
     t0 = time.perf_counter()
     try:
-        scores = autograde_submissions(course, src, CH, _build, log=log, extra_args=LIMITS)
+        # the kernel's environment is an allow-list: the attack is told where the copy is
+        scores = autograde_submissions(course, src, CH, _build, log=log,
+                                       extra_args=[*LIMITS, "--SandboxedKernelManager.env_allow=T_MIRROR"])
     finally:
         os.environ.pop("T_MIRROR", None)
     elapsed = time.perf_counter() - t0

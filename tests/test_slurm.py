@@ -17,13 +17,16 @@ honest, late, broken and empty submissions, registered with a due date.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -34,6 +37,7 @@ from course_tools.cluster.worker import ShardError, work
 from course_tools.grading.selftest import _fill
 from course_utils.paths import repo_root
 
+from _classroom import AID, MAX_AUTO, RIGHT, answered, make_course
 from test_classroom import postgres  # noqa: F401  (the PostgreSQL server fixture)
 
 CH3, CH5 = "03_self_attention_by_hand", "05_rope"
@@ -45,6 +49,21 @@ QUIET = dict(log=lambda *_: None)
 def _cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "course_tools.cli", *args], capture_output=True, text=True,
                           env=env, cwd=cwd, timeout=600)
+
+
+@contextlib.contextmanager
+def _env(**values: str) -> Iterator[None]:
+    """os.environ with ``values`` for the duration (sbatch passes the submitter's environment on)."""
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 @pytest.fixture(scope="module")
@@ -109,26 +128,30 @@ def klass(tmp_path_factory, cluster):
     plan = _submissions(root)
     _submissions(serial)
     env = classroom.nbgrader_env(root)
+    node_tmp = base / "node-tmp"   # the tasks' node-local folders ($TMPDIR, passed on by sbatch --export=ALL)
+    node_tmp.mkdir()
     t0 = time.perf_counter()
     # 03: one shard of 2; 05: three shards of 1 -> indices 1, 2 in one array, 3 in a second (MaxArraySize=2)
     m = slurm.prepare([CH3, CH5], root, root / "cluster", shard_size={CH3: 2, CH5: 1}, **QUIET)
-    jobs = slurm.submit(m, cpus=1, mem_mb=3000, time_min=20, **QUIET)
+    with _env(TMPDIR=str(node_tmp)):
+        jobs = slurm.submit(m, cpus=1, mem_mb=3000, time_min=20, **QUIET)
     arrays = [j for j in jobs if j["kind"] == "array"]
     first05 = next(j for j in arrays if j["chapter"] == CH5)
     victim = f"{first05['job']}_0"               # shard 1: 05, student a
     deadline = time.monotonic() + 240
-    while slurm.job_states([first05["job"]]).get(victim, {}).get("state") != "RUNNING":
+    # cancelled (SIGTERM, then SIGKILL after KillWait) while it grades, its node-local folder made
+    while not list(node_tmp.glob("llmc-shard00001-*/autograded")):
         assert time.monotonic() < deadline, slurm.job_states([j["job"] for j in jobs])
         time.sleep(0.5)
-    time.sleep(3)
     subprocess.run(["scancel", victim], check=True, env=env)
-    # the class's state while it runs: the cancelled task, and the merge job that can no longer start
+    # the class's state while it runs: the cancelled task, its student not graded and why
     while True:
         cancelled_status = _cli("cluster", "status", m.folder, env=env)
-        if "DependencyNeverSatisfied" in cancelled_status.stdout or time.monotonic() > deadline:
+        if "the task was cancelled" in cancelled_status.stdout or time.monotonic() > deadline:
             break
         time.sleep(2)
-    rerun_jobs = slurm.rerun(m, **QUIET)   # the other tasks may still run: only index 1 is resubmitted
+    with _env(TMPDIR=str(node_tmp)):
+        rerun_jobs = slurm.rerun(m, **QUIET)   # the other tasks may still run: only index 1 is resubmitted
     slurm.wait([j["job"] for j in arrays + rerun_jobs], timeout=420)
     slurm_s = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -137,7 +160,7 @@ def klass(tmp_path_factory, cluster):
     serial_s = time.perf_counter() - t0
     print(f"\nslurm path (with a cancelled task and its rerun): {slurm_s:.0f} s; serial nbgrader: {serial_s:.0f} s")
     yield {"root": root, "serial": serial, "manifest": m, "jobs": jobs, "rerun": rerun_jobs, "plan": plan,
-           "cancelled_status": cancelled_status, "victim": victim}
+           "cancelled_status": cancelled_status, "victim": victim, "node_tmp": node_tmp}
     os.environ.pop("LLM_COURSE_REFERENCES", None)
 
 
@@ -162,7 +185,6 @@ def test_cancelled_task_is_visible_and_only_its_index_is_rerun(klass):
     line = next(ln for ln in text.splitlines() if ln.strip().startswith("1 "))
     assert "CANCELLED" in line and "no result" in line, text
     assert f"a ({CH5}): not graded: the task was cancelled [task {klass['victim']}" in text, text
-    assert "DependencyNeverSatisfied" in text, text
     rerun = klass["rerun"]
     assert [(j["kind"], j.get("indices")) for j in rerun] == [("array", [1]), ("merge", None)]
     state = slurm.class_state(klass["manifest"])
@@ -173,6 +195,10 @@ def test_cancelled_task_is_visible_and_only_its_index_is_rerun(klass):
     # the broken submissions failed alone, their shards succeeded; the status says why
     assert "d (05_rope): failed: NotJSONError: Notebook does not appear to be JSON" in after, after
     assert "e (05_rope): failed: no notebook in submitted/e/05_rope" in after, after
+    # the cancelled task removed its node-local folder on SIGTERM (and every other task its own)
+    assert not list(klass["node_tmp"].glob("llmc-shard*")), list(klass["node_tmp"].iterdir())
+    log = (klass["manifest"].logs / f"{klass['victim']}.out").read_text()
+    assert "stopped by SIGTERM" in log and "node-local folder removed" in log, log
 
 
 def test_merged_gradebook_equals_serial_nbgrader(klass):
@@ -222,3 +248,126 @@ def test_grading_refuses_without_the_sandbox(klass, monkeypatch):
     with pytest.raises(ShardError, match="without the sandbox: bubblewrap is not installed"):
         work(m.path, 3, **QUIET)
     assert m.result(3) is None
+
+
+# --------------------------------------------------------------------------- one submission, its own grade
+
+EVIL = "\x1b]0;pwned\x07\x1b[2J\x9b31m\u202e"   # retitle the terminal, clear it, CSI, bidi override
+SLEEPER = "import time\ntime.sleep(200)   # within the 300 s per-cell and 1800 s per-notebook limits\n" + RIGHT
+
+
+@pytest.fixture(scope="module")
+def budget(tmp_path_factory, cluster):
+    """The small ``ex01`` class: shard 0 = ann, bob, cat (bob's answer sleeps 200 s, within every
+    grading limit), shard 1 = eve, whose notebook makes nbgrader fail with an escape sequence in the
+    message. First a task of shard 0 run by hand is stopped by SIGTERM while it grades bob, and the
+    class merged by hand; then ``rerun`` through Slurm with 1-minute tasks, and the merge job."""
+    base = tmp_path_factory.mktemp("budget")
+    node_tmp = base / "node-tmp"
+    node_tmp.mkdir()
+    root = make_course(base / "course")
+    with _env(LLM_COURSE_REFERENCES=str(base / "references")):
+        classroom.nbgrader(["generate_assignment", AID, "--no-db"], root)
+        classroom.register([AID], root, **QUIET)
+        student = json.loads((root / "notebooks" / AID / f"{AID}.ipynb").read_text())
+        subs = {"ann": json.dumps(answered(student, RIGHT)), "bob": json.dumps(answered(student, SLEEPER)),
+                "cat": json.dumps(answered(student, RIGHT)), "eve": json.dumps({"nbformat": EVIL, "cells": []})}
+        for who, text in subs.items():
+            d = root / "submitted" / who / AID
+            d.mkdir(parents=True)
+            (d / f"{AID}.ipynb").write_text(text)
+            (d / "timestamp.txt").write_text(ON_TIME)
+        m = slurm.prepare([AID], root, root / "cluster", shard_size=3, **QUIET)
+        env = classroom.nbgrader_env(root, TMPDIR=str(node_tmp))
+        t0 = time.perf_counter()
+        # 1. a task stopped by SIGTERM (what Slurm sends at the time limit) while it grades bob
+        proc = subprocess.Popen([sys.executable, "-m", "course_tools.cli", "cluster", "work", str(m.path),
+                                 "--index", "0"], cwd=root, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + 180
+        while not list(node_tmp.glob(f"llmc-shard00000-*/autograded/bob/{AID}")):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0]
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        stopped_out = proc.communicate(timeout=60)[0]
+        stopped = {"rc": proc.returncode, "out": stopped_out, "result": m.result(0),
+                   "left": sorted(p.name for p in node_tmp.glob("llmc-shard*"))}
+        merged_by_hand = _cli("cluster", "merge", str(m.path), env=env, cwd=root)
+        # 2. rerun through Slurm, 1-minute tasks: shard 0 grades bob and cat, shard 1 eve
+        with _env(TMPDIR=str(node_tmp)):
+            jobs = slurm.rerun(m, cpus=1, mem_mb=1500, time_min=1, **QUIET)
+        states = slurm.wait([j["job"] for j in jobs], timeout=300)
+        slurm_s = time.perf_counter() - t0
+        status = _cli("cluster", "status", m.folder, env=env)
+    print(f"\nbudget class: SIGTERM, merge by hand, rerun with 1-minute tasks and merge job: {slurm_s:.0f} s")
+    yield {"root": root, "manifest": m, "stopped": stopped, "merged_by_hand": merged_by_hand, "jobs": jobs,
+           "states": states, "status": status, "node_tmp": node_tmp}
+
+
+def test_sigterm_publishes_what_is_done_and_removes_the_node_local_folder(budget):
+    st = budget["stopped"]
+    assert st["rc"] == 128 + signal.SIGTERM, st["out"]
+    assert "stopped by SIGTERM" in st["out"] and "node-local folder removed" in st["out"], st["out"]
+    assert st["left"] == [], st
+    res = st["result"]
+    assert res is not None and not res["complete"], st["out"]
+    assert res["students"]["ann"] == {"status": "graded"}, res
+    assert {res["students"][s]["status"] for s in ("bob", "cat")} == {"not graded"}, res
+    assert "SIGTERM" in res["students"]["bob"]["reason"]
+    # the merge by hand merges ann, names who is missing and why, and says so in its exit code
+    mg = budget["merged_by_hand"]
+    assert mg.returncode == 4, (mg.stdout, mg.stderr)
+    assert "merged 1 submission(s)" in mg.stdout, mg.stdout
+    assert f"not graded: bob ({AID}): not graded: the task was stopped (SIGTERM" in mg.stdout, mg.stdout
+    assert f"not graded: cat ({AID})" in mg.stdout and f"not graded: eve ({AID}): shard 1 has no result" in mg.stdout
+
+
+def test_a_sleeping_submission_costs_only_its_own_grade(budget):
+    m, jobs = budget["manifest"], budget["jobs"]
+    tasks = {k: v for k, v in budget["states"].items() if "_" in k}
+    # both tasks ended by themselves within their 1-minute limit (no TIMEOUT), the merge job ran
+    assert {v["state"] for v in tasks.values()} == {"COMPLETED"}, budget["states"]
+    merge_job = budget["states"][jobs[-1]["job"]]
+    assert merge_job["state"] == "FAILED" and merge_job["exit"].startswith("4"), merge_job
+    res = m.result(0)
+    assert res["students"]["ann"]["status"] == res["students"]["cat"]["status"] == "graded", res
+    bob = res["students"]["bob"]
+    assert bob["status"] == "over budget" and bob["seconds"] < 60, bob
+    # the honest co-sharded students have full marks in the class's gradebook; bob is not in it
+    scores = classroom.gradebook_scores(m.db, AID)
+    assert scores["ann"]["score"] == scores["cat"]["score"] == MAX_AUTO, scores
+    assert "bob" not in scores or scores["bob"]["score"] == 0, scores
+    assert (budget["root"] / "autograded" / "cat" / AID / f"{AID}.ipynb").is_file()
+    # the merge job named bob, with the reason, and eve; status names them too
+    log = next(m.logs.glob(f"merge_{jobs[-1]['job']}.out")).read_text()
+    assert f"not graded: bob ({AID}): over budget: over its grading budget: stopped after" in log, log
+    assert f"failed: eve ({AID}): NBFormatError: Unsupported nbformat version" in log, log
+    status = budget["status"].stdout
+    assert f"bob ({AID}): over budget: over its grading budget" in status, status
+    assert "partial: graded 2/3" in status and "submissions: 1 failed, 2 graded, 1 over budget" in status, status
+    assert "it merged what was done and named who is not graded yet" in status, status
+    assert not list(budget["node_tmp"].glob("llmc-shard*"))
+
+
+def test_student_text_is_escaped_in_status_and_merge(budget):
+    status = budget["status"].stdout
+    assert f"eve ({AID}): failed: NBFormatError: Unsupported nbformat version \\x1b]0;pwned\\x07" in status, status
+    log = next(budget["manifest"].logs.glob(f"merge_{budget['jobs'][-1]['job']}.out")).read_text()
+    for out in (status, budget["status"].stderr, budget["merged_by_hand"].stdout, budget["merged_by_hand"].stderr,
+                log, budget["stopped"]["out"]):
+        assert not any(c in out for c in "\x1b\x07\x9b\u202e\r\x08"), out
+
+
+def test_safe_and_status_text_escape_control_characters():
+    from course_tools.cluster.safetext import safe
+
+    assert safe("Zoë Ŝmith") == "Zoë Ŝmith"
+    assert safe(EVIL + "\r\x08\n\u2066") == "\\x1b]0;pwned\\x07\\x1b[2J\\x9b31m\\u202e\\r\\x08\\n\\u2066"
+    state = {"folder": "/c", "db": "sqlite:///g.db", "merge": None, "merged_at": "",
+             "shards": [{"index": 0, "chapter": AID, "task": "7_0", "state": "COMPLETED", "done": False,
+                         "partial": True, "log": "", "students": {
+                             "x" + EVIL: {"status": "not graded", "reason": "boom " + EVIL},
+                             "y": {"status": "failed", "reason": "ValueError: " + EVIL}}}]}
+    text = slurm.status_text(state)
+    assert "x\\x1b]0;pwned" in text and "ValueError: \\x1b]0;pwned" in text, text
+    assert not any(c in text for c in "\x1b\x07\x9b\u202e"), text

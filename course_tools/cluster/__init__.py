@@ -8,4 +8,5 @@ slurm      sbatch of the arrays (split at MaxArraySize) and the afterok merge; s
 localslurm a one-node Slurm on this machine (trying it out, tests)
 bench      the Slurm path against ``llm-course autograde --jobs N`` on the same submissions
 commands   ``llm-course cluster submit|work|merge|status|rerun|local-slurm``
+safetext   student-derived text escaped before it reaches a terminal or a log
 """

@@ -2,8 +2,10 @@
 
 submit CH...   write the manifest (shards of collected submissions), sbatch one array per chapter
                (split at MaxArraySize) and a merge job that waits for them (afterok)
-work M         one array task: grade shard offset+$SLURM_ARRAY_TASK_ID of manifest M (what the arrays run)
-merge M        write every finished shard into the gradebook (what the merge job runs; the only writer)
+work M         one array task: grade shard offset+$SLURM_ARRAY_TASK_ID of manifest M (what the arrays run),
+               each submission within its share of the task's time limit (--time-limit-s)
+merge M        write every finished student into the gradebook (what the merge job runs; the only writer);
+               exits 4 naming who is not graded yet (a later merge, after `rerun`, adds them)
 status [DIR]   the class's state: per shard its Slurm task state and result; who is not graded and why
 rerun [DIR]    resubmit only the shards without a result (or --index I ...) and a new merge job
 local-slurm    start|stop a one-node Slurm on this machine (to try it; what tests/test_slurm.py runs)
@@ -60,26 +62,37 @@ def _submit(args: argparse.Namespace) -> int:
     return 0
 
 
+def _log(*parts: Any) -> None:
+    """print, flushed at once: a task's log must hold what happened even if the task is killed next."""
+    print(*parts, flush=True)
+
+
 def _work(args: argparse.Namespace) -> int:
-    from .worker import ShardError, task_index, work
+    from .safetext import safe
+    from .worker import ShardError, ShardStopped, task_index, work
 
     try:
-        work(args.manifest, task_index(args.offset, args.index), jobs=args.jobs)
+        work(args.manifest, task_index(args.offset, args.index), jobs=args.jobs, time_limit_s=args.time_limit_s,
+             log=_log)
+    except ShardStopped as exc:
+        print(f"shard stopped: {safe(exc)}", file=sys.stderr, flush=True)
+        return 128 + exc.signum
     except ShardError as exc:
-        print(f"shard not graded: {exc}", file=sys.stderr)
+        print(f"shard not graded: {safe(exc)}", file=sys.stderr, flush=True)
         return 3
     return 0
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from .merge import merge
+    from .merge import EXIT_INCOMPLETE, merge
+    from .safetext import safe
 
     try:
-        report = merge(args.manifest, db=args.db)
+        report = merge(args.manifest, db=args.db, log=_log)
     except RuntimeError as exc:
-        print(f"merge refused: {exc}", file=sys.stderr)
+        print(f"merge refused: {safe(exc)}", file=sys.stderr)
         return 2
-    return 1 if report.missing else 0
+    return EXIT_INCOMPLETE if report.not_graded else 0
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -151,6 +164,8 @@ def add_parser(sub: Any) -> None:
     q.add_argument("--offset", type=int, default=0, help="index of the array's first shard")
     q.add_argument("--index", type=int, help="grade this shard (default: offset + $SLURM_ARRAY_TASK_ID)")
     q.add_argument("--jobs", type=int, help="nbgrader workers (default: $SLURM_CPUS_PER_TASK)")
+    q.add_argument("--time-limit-s", type=float,
+                   help="the task's time limit (submit passes sbatch --time): each submission gets a share of it")
     q.set_defaults(fn=_work)
     q = cs.add_parser("merge", help="write the finished shards into the gradebook (the only writer)")
     q.add_argument("manifest")

@@ -6,6 +6,8 @@ A class folder (default ``<course root>/cluster``, on the file system every node
     templates/<chapter>.db     the assignment as the main gradebook holds it (SQLite, read by workers)
     results/<index>/           one finished shard: result.json, gradebook.db, autograded/<student>/<chapter>/
     logs/<job>_<task>.out      Slurm's output file of each task
+    gradebook-url              the gradebook URL when it holds a password (mode 0600; manifest.json
+                               keeps the URL without it)
     jobs.json                  every sbatch this class made (array job ids, their indices, merge jobs)
 
 A shard's *fingerprint* hashes everything its grades depend on: the chapter's source notebook,
@@ -109,10 +111,24 @@ class Manifest:
         return out
 
     # ------------------------------------------------------------------ io
+    @property
+    def secret_path(self) -> Path:
+        """The 0600 file holding the gradebook URL when it carries a password."""
+        return Path(self.folder) / "gradebook-url"
+
     def save(self) -> Path:
+        """Write manifest.json; a gradebook password goes only to :attr:`secret_path` (mode 0600)."""
+        from course_tools.grading.privacy import redact_url, url_password, write_private
+
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        data = asdict(self)
+        if url_password(self.db):
+            write_private(self.secret_path, self.db)
+            data["db"] = redact_url(self.db)
+        else:
+            self.secret_path.unlink(missing_ok=True)
         tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=1))
+        tmp.write_text(json.dumps(data, indent=1))
         tmp.replace(self.path)
         return self.path
 
@@ -123,7 +139,16 @@ class Manifest:
             p = p / "manifest.json"
         data = json.loads(p.read_text())
         data["shards"] = [Shard(**s) for s in data["shards"]]
-        return cls(**data)
+        m = cls(**data)
+        try:   # the full URL (with its password) of a gradebook that needs one
+            from course_tools.grading.privacy import redact_url
+
+            full = m.secret_path.read_text().strip()
+            if redact_url(full) == m.db:
+                m.db = full
+        except OSError:
+            pass
+        return m
 
     def result(self, index: int) -> dict[str, Any] | None:
         """The result a worker wrote for shard ``index`` when its fingerprint is current, else None."""

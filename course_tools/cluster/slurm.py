@@ -6,13 +6,18 @@
 * :func:`submit` — one array per chapter (``--array=0-N%K``; split into several arrays when a
   chapter has more shards than ``MaxArraySize`` allows: each later array carries the offset of its
   first shard), each task running ``llm-course cluster work`` on shard ``offset +
-  $SLURM_ARRAY_TASK_ID``; then one merge job with ``--dependency=afterok:`` on every array.
+  $SLURM_ARRAY_TASK_ID`` with its time limit (each submission gets a share of it); then one merge
+  job with ``--dependency=afterany:`` on every array: it runs once they have all ended, however
+  they ended, merges what is done and names who is not graded.
 * :func:`class_state` / :func:`status_text` — per shard, the Slurm state of its latest task (from
   ``sacct`` when the cluster keeps accounting, else ``scontrol show job`` while slurmctld
   remembers the job, else the ``jobcomp/filetxt`` log), the result the worker wrote, and which
   students are not graded and why.
-* :func:`rerun` — resubmits only the shards without a current result (or the indices asked for),
-  cancels a merge job that can no longer start, and submits a new one.
+* :func:`rerun` — resubmits only the shards without a complete result (or the indices asked for),
+  cancels a merge job still pending, and submits a new one (after the tasks still running too).
+
+Every student-derived string (student ids, failure reasons, file names) is escaped
+(:func:`~course_tools.cluster.safetext.safe`) before it reaches the terminal.
 """
 from __future__ import annotations
 
@@ -25,7 +30,11 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from course_tools.grading.privacy import redact_url
+
 from .manifest import Manifest, default_mem_mb, default_shard_size, default_time_min, fingerprint, shards_for
+from .safetext import safe
+from .worker import FINAL, OVER_BUDGET, is_complete
 
 ACTIVE = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED", "STAGE_OUT",
           "SIGNALING"}
@@ -191,8 +200,12 @@ def prepare(chapters: Sequence[str], root: Path, folder: Path, *, db: str | None
 def submit(m: Manifest, *, indices: Iterable[int] | None = None, partition: str | None = None,
            account: str | None = None, time_min: int | None = None, mem_mb: int | None = None,
            cpus: int | None = None, throttle: int | None = None, array_limit: int | None = None,
-           sbatch_extra: Sequence[str] = (), dry_run: bool = False, log=print) -> list[dict[str, Any]]:
-    """Submit the arrays for ``indices`` (default: every shard without a current result) and the merge.
+           sbatch_extra: Sequence[str] = (), dry_run: bool = False, after: Sequence[str] = (),
+           log=print) -> list[dict[str, Any]]:
+    """Submit the arrays for ``indices`` (default: every shard without a complete result) and the merge.
+
+    The merge job starts when these arrays and the jobs ``after`` (tasks of this class still
+    running) have ended, however they ended (``afterany``).
 
     Options not given are taken from the previous submit of this class (``manifest.options``),
     else defaults: partition and account the cluster's defaults, per chapter a memory and time
@@ -209,7 +222,8 @@ def submit(m: Manifest, *, indices: Iterable[int] | None = None, partition: str 
     cpus_ = int(opts.get("cpus") or 1)
     common = [f"--{k}={opts[k]}" for k in ("partition", "account") if opts.get(k)] + list(opts.get("sbatch_extra") or [])
     limit = array_limit or max_array_size()
-    todo = sorted(set(indices) if indices is not None else {s.index for s in m.shards if m.result(s.index) is None})
+    todo = sorted(set(indices) if indices is not None else
+                  {s.index for s in m.shards if not is_complete(m.result(s.index))})
     skipped = len(m.shards) - len(todo) if indices is None else 0
     if skipped:
         log(f"{skipped} shard(s) already graded from the same inputs: not submitted")
@@ -226,17 +240,18 @@ def submit(m: Manifest, *, indices: Iterable[int] | None = None, partition: str 
             args = [f"--job-name=llmc-{ch[:2]}", f"--array={array_spec(tids, int(opts.get('throttle') or 0))}",
                     f"--cpus-per-task={cpus_}", f"--mem={mem}M", f"--time={tmin}",
                     f"--output={m.logs}/%A_%a.out", *common, str(Path(m.folder) / "work.sbatch"),
-                    "--offset", str(offset)]
+                    "--offset", str(offset), "--time-limit-s", str(tmin * 60)]
             job = _sbatch(args, dry_run, log)
             jobs.append({"kind": "array", "job": job, "chapter": ch, "offset": offset,
                          "indices": [offset + t for t in tids], "submitted": stamp})
     arrays = [j["job"] for j in jobs]
+    deps = list(dict.fromkeys([*arrays, *after]))
     margs = ["--job-name=llmc-merge", "--cpus-per-task=1", "--mem=2048M", "--time=30",
              f"--output={m.logs}/merge_%j.out", *common]
-    if arrays:
-        margs += [f"--dependency=afterok:{':'.join(arrays)}", "--kill-on-invalid-dep=no"]
+    if deps:   # afterany: a task that died or hit its limit must not keep the merge waiting forever
+        margs += [f"--dependency=afterany:{':'.join(deps)}", "--kill-on-invalid-dep=no"]
     mjob = _sbatch([*margs, str(Path(m.folder) / "merge.sbatch")], dry_run, log)
-    jobs.append({"kind": "merge", "job": mjob, "after": arrays, "submitted": stamp})
+    jobs.append({"kind": "merge", "job": mjob, "after": deps, "submitted": stamp})
     if not dry_run:
         m.add_jobs(jobs)
     return jobs
@@ -321,8 +336,29 @@ def job_states(job_ids: Sequence[str], cfg: dict[str, str] | None = None) -> dic
     return out
 
 
+def _why(state: str, st: dict[str, str]) -> str:
+    """Why a task's students are not graded, from its Slurm state."""
+    why = WHY.get(state, "")
+    if state in ACTIVE:
+        why = f"{state.lower()}" + (f" ({st.get('reason')})" if st.get("reason") not in (None, "", "None") else "")
+    elif state == "COMPLETED":
+        why = "the task completed without writing a result (see its log)"
+    elif state == "UNKNOWN":
+        why = ("Slurm no longer knows the task (no accounting storage, MinJobAge passed) and it left no "
+               "result: rerun it")
+    elif state == "NOT SUBMITTED":
+        why = "not submitted yet"
+    return why or f"task {state}"
+
+
 def class_state(m: Manifest) -> dict[str, Any]:
-    """Per shard: its latest task and that task's Slurm state, its result, its students' state."""
+    """Per shard: its latest task and that task's Slurm state, its result, its students' state.
+
+    A shard is ``done`` when its result is complete (every student graded, or failed by nbgrader);
+    a partial result (a submission over its budget, a task stopped at its limit) gives its finished
+    students, the others are ``pending`` while a task of the shard runs, else ``not graded`` /
+    ``over budget`` with why.
+    """
     jobs = m.jobs()
     latest: dict[int, tuple[str, str]] = {}   # index -> (array job, task key)
     merges = [j for j in jobs if j["kind"] == "merge"]
@@ -337,32 +373,27 @@ def class_state(m: Manifest) -> dict[str, Any]:
         job, key = latest.get(s.index, ("", ""))
         st = states.get(key, {}) if key else {}
         state = st.get("state", "UNKNOWN" if key else "NOT SUBMITTED")
-        if res is not None:
-            students = {who: v for who, v in res["students"].items()}
-        else:
-            why = WHY.get(state, "")
-            if state in ACTIVE:
-                why = f"{state.lower()}" + (f" ({st.get('reason')})" if st.get("reason") not in ("", "None") else "")
-            elif state == "COMPLETED":
-                why = "the task completed without writing a result (see its log)"
-            elif state == "UNKNOWN":
-                why = ("Slurm no longer knows the task (no accounting storage, MinJobAge passed) and it left no "
-                       "result: rerun it")
-            elif state == "NOT SUBMITTED":
-                why = "not submitted yet"
-            why = why or f"task {state}"
-            students = {who: {"status": "pending" if state in ACTIVE else "not graded", "reason": why}
-                        for who in s.students}
+        why = _why(state, st)
+        students: dict[str, dict[str, Any]] = {}
+        for who in s.students:
+            v = dict((res or {}).get("students", {}).get(who) or {"status": "not graded", "reason": why})
+            if v["status"] not in FINAL:
+                if state in ACTIVE:   # a task of the shard (a rerun) is on it
+                    v = {"status": "pending", "reason": why}
+                elif v["status"] != OVER_BUDGET and res is not None and state in WHY:
+                    v["reason"] = f"{v.get('reason', '')} ({why})"
+            students[who] = v
         log = next(iter(sorted(m.logs.glob(f"{key}.out"))), None) if key else None
         shards.append({"index": s.index, "chapter": s.chapter, "task": key, "state": state,
                        "exit": st.get("exit", ""), "node": st.get("node", ""), "source": st.get("source", ""),
-                       "done": res is not None, "students": students, "log": str(log) if log else ""})
+                       "done": is_complete(res), "partial": res is not None and not is_complete(res),
+                       "students": students, "log": str(log) if log else ""})
     merge = merges[-1] if merges else None
     mstate = states.get(merge["job"], {}) if merge else {}
     merged = _merged(m)
     return {"folder": m.folder, "db": m.db, "shards": shards,
             "merge": {"job": merge["job"] if merge else "", "state": mstate.get("state", "UNKNOWN" if merge else ""),
-                      "reason": mstate.get("reason", "")} if merge else None,
+                      "reason": mstate.get("reason", ""), "exit": mstate.get("exit", "")} if merge else None,
             "merged_at": merged}
 
 
@@ -376,54 +407,66 @@ def _merged(m: Manifest) -> str:
 
 
 def status_text(state: dict[str, Any]) -> str:
-    """The class's state for an instructor: one line per shard, then every student not graded and why."""
-    lines = [f"class {state['folder']} -> {state['db']}",
+    """The class's state for an instructor: one line per shard, then every student not graded and
+    why. Every string that comes from a student (ids, reasons, file names) is escaped."""
+    lines = [f"class {safe(state['folder'])} -> {safe(redact_url(state['db']))}",
              f"{'shard':>5}  {'chapter':<30} {'task':<12} {'slurm state':<14} result"]
     bad: list[str] = []
     counts: dict[str, int] = {}
     for s in state["shards"]:
         graded = sum(v["status"] == "graded" for v in s["students"].values())
-        res = f"graded {graded}/{len(s['students'])}" if s["done"] else "no result"
-        lines.append(f"{s['index']:>5}  {s['chapter']:<30} {s['task'] or '-':<12} {s['state']:<14} {res}")
+        res = (f"graded {graded}/{len(s['students'])}" if s["done"] else
+               f"partial: graded {graded}/{len(s['students'])}" if s.get("partial") else "no result")
+        lines.append(f"{s['index']:>5}  {safe(s['chapter']):<30} {safe(s['task'] or '-'):<12} "
+                     f"{safe(s['state']):<14} {res}")
         for who, v in s["students"].items():
             counts[v["status"]] = counts.get(v["status"], 0) + 1
             if v["status"] != "graded":
-                where = f" [task {s['task']}{', log ' + s['log'] if s['log'] else ''}]" if not s["done"] else ""
-                bad.append(f"  {who} ({s['chapter']}): {v['status']}: {v.get('reason', '')}{where}")
+                where = (f" [task {safe(s['task'])}{', log ' + safe(s['log']) if s['log'] else ''}]"
+                         if v["status"] not in FINAL and s["task"] else "")
+                bad.append(f"  {safe(who)} ({safe(s['chapter'])}): {safe(v['status'])}: "
+                           f"{safe(v.get('reason', ''))}{where}")
     lines.append("submissions: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
     if bad:
         lines.append("not graded (yet):")
         lines += bad
     mg = state.get("merge")
     if mg:
-        lines.append(f"merge job {mg['job']}: {mg['state']}" + (f" ({mg['reason']})" if mg["reason"] not in ("", "None") else ""))
+        lines.append(f"merge job {safe(mg['job'])}: {safe(mg['state'])}"
+                     + (f" ({safe(mg['reason'])})" if mg["reason"] not in ("", "None") else ""))
+        if mg.get("exit", "").split(":")[0] == "4":
+            lines.append("  it merged what was done and named who is not graded yet: `llm-course cluster rerun` grades "
+                         "them and submits a new merge")
         if mg["reason"] == "DependencyNeverSatisfied":
             lines.append("  a task failed, so the merge cannot start: `llm-course cluster rerun` resubmits the "
                          "shards without a result and a new merge")
     if state.get("merged_at"):
-        lines.append(f"last merge: {state['merged_at']}")
+        lines.append(f"last merge: {safe(state['merged_at'])}")
     return "\n".join(lines)
 
 
 def rerun(m: Manifest, *, indices: Iterable[int] | None = None, log=print, **opts: Any) -> list[dict[str, Any]]:
-    """Resubmit the shards without a current result whose task is not pending or running (or exactly
-    ``indices``), cancelling this class's merge jobs that are still pending; then a new merge."""
+    """Resubmit the shards without a complete result whose task is not pending or running (or exactly
+    ``indices``), cancelling this class's merge jobs that are still pending; then a new merge, which
+    also waits for the tasks still running."""
     st = class_state(m)
+    busy = {s["index"] for s in st["shards"] if s["state"] in ACTIVE}
     if indices is None:
-        busy = {s["index"] for s in st["shards"] if s["state"] in ACTIVE}
         indices = [s["index"] for s in st["shards"] if not s["done"] and s["index"] not in busy]
         if busy:
             log(f"still pending or running, not resubmitted: {', '.join(map(str, sorted(busy)))}")
     indices = sorted(set(indices))
     if not indices:
-        log("every shard has a result or a live task: nothing to rerun")
+        log("every shard has a complete result or a live task: nothing to rerun")
         return []
     states = job_states([j["job"] for j in m.jobs() if j["kind"] == "merge"])
     for j in m.jobs():
         if j["kind"] == "merge" and states.get(j["job"], {}).get("state") == "PENDING" and not opts.get("dry_run"):
             _run(["scancel", j["job"]], check=False)
-            log(f"cancelled merge job {j['job']} (waiting on a task that will not succeed)")
-    return submit(m, indices=indices, log=log, **opts)
+            log(f"cancelled merge job {j['job']} (a new one follows the resubmitted tasks)")
+    live = sorted({s["task"].split("_")[0] for s in st["shards"] if s["index"] in busy and s["index"] not in indices
+                   and s["task"]})
+    return submit(m, indices=indices, log=log, after=live, **opts)
 
 
 def wait(jobs: Sequence[str], timeout: float = 600, poll: float = 2.0) -> dict[str, dict[str, str]]:

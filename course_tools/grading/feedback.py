@@ -12,12 +12,33 @@ expected 2.6085055"). :class:`RedactHiddenTests` (``GenerateFeedback.preprocesso
 * the ``HiddenTestFailed`` message is replaced by the student-safe form that ``VerifyRecords``
   stored next to it (check names and kinds of difference, :func:`course_utils.records.summarize`).
 
-The autograded notebook and Formgrader keep the full report for the instructor.
+Student code can also *carry* the hidden tests into outputs: once a hidden region has run, the
+kernel holds its source (IPython's ``In``/``_ih``/``Out``, ``linecache``, frames) and the student's
+functions have seen its inputs (and may keep them in a global). So, in the feedback only:
+
+* **from the first test cell with a hidden region on, no output that came out of the kernel is
+  shown**: each such cell keeps one note saying how many outputs are withheld (and the class of an
+  error, when one of a few built-in names); a test cell keeps only what the autograder wrote
+  outside the kernel (the hidden checks' verdict, the student-safe ``HiddenTestFailed``, an
+  ``IncompleteTestCell`` rebuilt from its fixed text). Even the visible part of that first cell
+  is withheld: a kernel that holds back the autograder's ``HIDDEN_START`` line can make what the
+  hidden part printed arrive before it.
+* **every output still shown is checked against the hidden lines** (:class:`HiddenLines`), in a
+  normalised form (letters and digits only, case-folded, after undoing HTML entities, escapes
+  such as ``\\n``/``\\'``/``\\u00e9`` and tags): ``repr(In)`` or an HTML table of the source is
+  caught; an output that holds one is withheld.
+
+(The executor updates a display only in the cell that runs, ``sandbox.LimitedExecution``: no
+later cell can rewrite an output shown here.) The autograded notebook and Formgrader keep every
+output and the full report for the instructor.
 """
 from __future__ import annotations
 
+import builtins
+import html
+import json
 import re
-from typing import Any
+from typing import Any, Iterable
 
 from nbgrader.preprocessors import NbGraderPreprocessor
 from nbformat.notebooknode import NotebookNode, from_dict
@@ -82,6 +103,97 @@ def _withheld_error(ename: str) -> NotebookNode:
                       "traceback": [f"{ename}: {WITHHELD}"]})
 
 
+INCOMPLETE = "this test cell did not run to its end (its error was hidden or it was skipped)"
+WITHHELD_AFTER = ("[feedback] {n} output(s) of this cell are not shown here{error}: it ran after the hidden checks "
+                  "of {first} had started, and from then on what the kernel prints may carry them (their code, "
+                  "their inputs). Your instructor sees every output; run the cell in your own notebook to see yours.\n")
+WITHHELD_MATCH = "[feedback] an output of this cell is not shown here: it holds a line of the hidden tests.\n"
+# Error classes named in a withheld cell's note (a name of the student's choosing could carry data).
+SHOWN_ERRORS = frozenset(n for n in dir(builtins) if isinstance(getattr(builtins, n), type)
+                         and issubclass(getattr(builtins, n), BaseException)) | {"GradingLimit"}
+_TAGS = re.compile(r"<[^>]{0,2000}>")
+_ESCAPES = re.compile(r"\\(?:u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8})|x([0-9a-fA-F]{2})|N\{[^}]*\})")
+_NOT_ALNUM = re.compile(r"[\W_]+")
+MIN_LINE = 12   # letters and digits of a hidden line worth looking for (shorter: too common to mean anything)
+
+
+def _unescape(text: str) -> str:
+    """``text`` with ``\\uXXXX``, ``\\UXXXXXXXX`` and ``\\xXX`` escapes decoded (``\\N{...}`` dropped)."""
+    def one(m: "re.Match[str]") -> str:
+        code = m.group(1) or m.group(2) or m.group(3)
+        if code is None:
+            return ""
+        try:
+            return chr(int(code, 16))
+        except (ValueError, OverflowError):
+            return ""
+    return _ESCAPES.sub(one, text)
+
+
+def normalise(text: str) -> str:
+    """The letters and digits of ``text``, case-folded, after undoing HTML entities and escapes:
+    a line, its ``repr`` inside a list, its JSON or HTML form all give the same string."""
+    t = _ANSI.sub("", text)
+    for _ in range(2):   # entities and escapes may be nested (the repr of a JSON string, HTML of a repr)
+        t = _unescape(html.unescape(t))
+    return _NOT_ALNUM.sub("", t).casefold()
+
+
+def _output_texts(out: Any) -> list[str]:
+    """The text an output shows: stream text, an error's name, message and traceback, and every
+    textual value of a display (images excepted)."""
+    kind = out.get("output_type")
+    if kind == "stream":
+        text = out.get("text", "")
+        return ["".join(text) if isinstance(text, list) else str(text)]
+    if kind == "error":
+        trace = "\n".join(str(t) for t in out.get("traceback", []))
+        return [str(out.get("ename", "")), str(out.get("evalue", "")), trace]
+    data = out.get("data") if isinstance(out.get("data"), dict) else {}
+    texts = []
+    for mime, value in data.items():
+        if str(mime).startswith("image/") and not str(mime).startswith("image/svg"):
+            continue
+        texts.append("".join(value) if isinstance(value, list) else value if isinstance(value, str)
+                     else json.dumps(value, default=str))
+    return texts
+
+
+class HiddenLines:
+    """The hidden regions' lines of a notebook, normalised (:func:`normalise`), to recognise them in
+    an output whatever its encoding. Lines the student was given or wrote (any cell's visible
+    source) and lines shorter than :data:`MIN_LINE` letters and digits are not looked for."""
+
+    def __init__(self, sources: Iterable[str], public: str) -> None:
+        pub = normalise(public)
+        lines = set()
+        for source in sources:
+            for m in HIDDEN_REGION.finditer(source):
+                for line in m.group(0).splitlines()[1:-1]:
+                    n = normalise(line)
+                    if len(n) >= MIN_LINE and n not in pub:
+                        lines.add(n)
+        self.lines = sorted(lines)
+
+    def found_in(self, out: Any) -> bool:
+        """True when an output shows one of the lines (in any of the forms :func:`normalise` undoes)."""
+        if not self.lines:
+            return False
+        for text in _output_texts(out):
+            for form in {normalise(text), normalise(_TAGS.sub("", text))}:
+                if any(line in form for line in self.lines):
+                    return True
+        return False
+
+
+def _note(text: str) -> NotebookNode:
+    return from_dict({"output_type": "stream", "name": "stdout", "text": text})
+
+
+def _has_hidden_region(cell: NotebookNode) -> bool:
+    return _is_test_cell(cell) and (bool(HIDDEN_REGION.search(cell.source)) or HIDDEN_START in cell.source)
+
+
 class RedactHiddenTests(NbGraderPreprocessor):
     """Feedback preprocessor: hidden tests' code, inputs and reference values never reach a student."""
 
@@ -92,12 +204,51 @@ class RedactHiddenTests(NbGraderPreprocessor):
     display_data_priority = List(["text/html", "application/pdf", "text/latex", "image/svg+xml", "image/png",
                                   "image/jpeg", "text/plain"]).tag(config=True)
 
+    def preprocess(self, nb: NotebookNode, resources: Any) -> tuple[NotebookNode, Any]:
+        """Find the first cell with a hidden region and the hidden lines, then redact cell by cell."""
+        cells = nb.get("cells", [])
+        first = next((i for i, c in enumerate(cells) if _has_hidden_region(c)), None)
+        self._first = first
+        self._first_name = (str(cells[first].get("metadata", {}).get("nbgrader", {}).get("grade_id") or "a test cell")
+                            if first is not None else "")
+        sources = [c.source for c in cells if _is_test_cell(c)]
+        public = "\n".join(redact_source(c.source) if _is_test_cell(c) else str(c.get("source", "")) for c in cells)
+        self._hidden = HiddenLines(sources, public)
+        return super().preprocess(nb, resources)
+
     def preprocess_cell(self, cell: NotebookNode, resources: Any, index: int) -> tuple[NotebookNode, Any]:
-        if not _is_test_cell(cell):
+        if cell.get("cell_type") != "code":
             return cell, resources
+        after = getattr(self, "_first", None) is not None and index >= self._first
+        if _is_test_cell(cell):
+            cell, resources = self._redact_test_cell(cell, resources, after)
+        elif after:
+            cell["outputs"] = self._withhold(list(cell.get("outputs", [])), [])
+        hidden = getattr(self, "_hidden", None)
+        if hidden is not None:
+            cell["outputs"] = [_note(WITHHELD_MATCH) if hidden.found_in(o) else o for o in cell.get("outputs", [])]
+        return cell, resources
+
+    def _withhold(self, kernel_outputs: list[Any], trusted: list[NotebookNode]) -> list[NotebookNode]:
+        """``trusted`` (written by the autograder outside the kernel), after one note for the
+        ``kernel_outputs`` withheld (none when there are none)."""
+        if not kernel_outputs:
+            return trusted
+        names = [str(o.get("ename")) for o in kernel_outputs if o.get("output_type") == "error"]
+        error = ""
+        if names:
+            shown = names[-1] if names[-1] in SHOWN_ERRORS else "an error"
+            error = f" (among them {shown})" if shown != "an error" else " (among them an error)"
+        note = _note(WITHHELD_AFTER.format(n=len(kernel_outputs), error=error, first=self._first_name))
+        return [note, *trusted]
+
+    def _redact_test_cell(self, cell: NotebookNode, resources: Any, after: bool) -> tuple[NotebookNode, Any]:
+        """A test cell: source without its hidden region; outputs as the module docstring says."""
         hidden = hidden_lines(cell.source)
         cell.source = redact_source(cell.source)
         outputs: list[NotebookNode] = []
+        trusted: list[NotebookNode] = []   # what the autograder wrote, rebuilt from its own text
+        kernel: list[Any] = []             # what came out of the kernel
         in_hidden = False
         safe: dict[str, str] | None = None
         raw = list(cell.get("outputs", []))
@@ -108,16 +259,26 @@ class RedactHiddenTests(NbGraderPreprocessor):
                 value = data[FEEDBACK_MIME]
                 safe = value if isinstance(value, dict) else None
                 continue
-            if kind == "error" and out.get("ename") == "HiddenTestFailed":
-                ename = "HiddenTestFailed"
-                evalue = str(safe.get("evalue")) if safe and safe.get("evalue") else GENERIC_FAILURE
-                outputs.append(from_dict({"output_type": "error", "ename": ename, "evalue": evalue,
-                                          "traceback": [f"{ename}: {evalue}"]}))
-                safe = None
+            if kind == "error" and out.get("ename") in ("HiddenTestFailed", "IncompleteTestCell"):
+                ename = str(out.get("ename"))
+                if ename == "IncompleteTestCell":   # RequireIntegrityCheck's fixed text (a kernel can raise one too)
+                    evalue = INCOMPLETE
+                else:
+                    evalue = str(safe.get("evalue")) if safe and safe.get("evalue") else GENERIC_FAILURE
+                    safe = None
+                rebuilt = from_dict({"output_type": "error", "ename": ename, "evalue": evalue,
+                                     "traceback": [f"{ename}: {evalue}"]})
+                outputs.append(rebuilt)
+                trusted.append(rebuilt)
                 continue
             if kind == "stream" and i == len(raw) - 1 and VERDICT.match(out.get("text", "")):
                 outputs.append(out)   # the autograder's own line (VerifyRecords), appended after the run
+                trusted.append(out)
                 continue
+            marker_only = kind == "stream" and not "".join(
+                line for line in str(out.get("text", "")).splitlines(keepends=True) if HIDDEN_START not in line)
+            if not marker_only:   # the autograder's own marker line is not counted as withheld
+                kernel.append(out)
             if kind == "stream" and HIDDEN_START in out.get("text", ""):
                 before = out["text"].split(HIDDEN_START, 1)[0]
                 before = before[: before.rfind("\n") + 1]
@@ -128,9 +289,7 @@ class RedactHiddenTests(NbGraderPreprocessor):
                 continue
             if kind == "error":
                 trace = _ANSI.sub("", "\n".join(str(t) for t in out.get("traceback", [])) + "\n" + str(out.get("evalue", "")))
-                if out.get("ename") == "IncompleteTestCell":
-                    outputs.append(out)
-                elif in_hidden or any(line in str(out.get("evalue", "")) for line in hidden):
+                if in_hidden or any(line in str(out.get("evalue", "")) for line in hidden):
                     outputs.append(_withheld_error(str(out.get("ename", "Error"))))
                 elif _marks_hidden(trace) or any(line in trace for line in hidden):
                     # a visible check failed next to the hidden region: its context lines go
@@ -142,5 +301,7 @@ class RedactHiddenTests(NbGraderPreprocessor):
             if in_hidden:
                 continue   # printed or displayed by the hidden part: may show hidden inputs
             outputs.append(out)
+        if after:   # from the first hidden region on, nothing of the kernel (module docstring)
+            outputs = self._withhold(kernel, trusted)
         cell["outputs"] = outputs
         return cell, resources

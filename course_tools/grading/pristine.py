@@ -39,12 +39,20 @@ def _ignored(name: str, ignore: tuple[str, ...]) -> bool:
     return any(fnmatch.fnmatch(name, pattern) for pattern in ignore)
 
 
+# Folder depth below which nothing is copied (walks are iterative: a 1200-level folder made by a
+# student must not raise RecursionError in the grader, and a deep tree is no submission).
+MAX_DEPTH = 32
+
+
 def copy_regular_files(src: Path, dst: Path, *, max_file_bytes: int = 64 << 20, max_total_bytes: int = 256 << 20,
-                       max_files: int = 2000, ignore: tuple[str, ...] = IGNORE) -> CopyReport:
+                       max_files: int = 2000, ignore: tuple[str, ...] = IGNORE,
+                       max_depth: int = MAX_DEPTH) -> CopyReport:
     """Copy the regular files under ``src`` into ``dst`` (created), following no link.
 
     ``dst`` must not exist or be empty; the copies are readable by everyone (mode 0644, folders
-    0755) so that an unprivileged kernel can read them. Returns what was copied and skipped.
+    0755) so that an unprivileged kernel can read them. The walk is iterative and stops
+    ``max_depth`` folders down (what lies deeper is reported as skipped). Returns what was copied
+    and skipped.
     """
     report = CopyReport()
     dst.mkdir(parents=True, exist_ok=True)
@@ -55,22 +63,40 @@ def copy_regular_files(src: Path, dst: Path, *, max_file_bytes: int = 64 << 20, 
     if not stat.S_ISDIR(top.st_mode):
         report.skipped.append((".", "not a folder"))
         return report
-    _copy_tree(src, dst, Path("."), report, max_file_bytes, max_total_bytes, max_files, ignore)
+    stack: list[tuple[Path, int]] = [(Path("."), 0)]
+    while stack:
+        rel, depth = stack.pop()
+        subfolders = _copy_folder(src, dst, rel, report, max_file_bytes, max_total_bytes, max_files, ignore)
+        for sub in reversed(subfolders):
+            if depth + 1 > max_depth:
+                report.skipped.append((str(sub), f"more than {max_depth} folders deep"))
+                continue
+            stack.append((sub, depth + 1))
     return report
 
 
-def _copy_tree(src: Path, dst: Path, rel: Path, report: CopyReport, max_file: int, max_total: int, max_files: int,
-               ignore: tuple[str, ...]) -> None:
-    with os.scandir(src / rel) as entries:
-        names = sorted((e.name, e) for e in entries)
+def _copy_folder(src: Path, dst: Path, rel: Path, report: CopyReport, max_file: int, max_total: int,
+                 max_files: int, ignore: tuple[str, ...]) -> list[Path]:
+    """Copy the regular files of one folder; returns its subfolders (created in ``dst``) to visit."""
+    subfolders: list[Path] = []
+    try:
+        with os.scandir(src / rel) as entries:
+            names = sorted((e.name, e) for e in entries)
+    except OSError as exc:
+        report.skipped.append((str(rel), f"cannot be listed ({exc.strerror})"))
+        return subfolders
     for name, entry in names:
         path = rel / name
         if _ignored(name, ignore):
             continue
-        st = entry.stat(follow_symlinks=False)
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError as exc:
+            report.skipped.append((str(path), f"cannot be read ({exc.strerror})"))
+            continue
         if stat.S_ISDIR(st.st_mode):
             (dst / path).mkdir(mode=0o755, exist_ok=True)
-            _copy_tree(src, dst, path, report, max_file, max_total, max_files, ignore)
+            subfolders.append(path)
             continue
         if not stat.S_ISREG(st.st_mode):
             kind = "symbolic link" if stat.S_ISLNK(st.st_mode) else "special file"
@@ -89,6 +115,7 @@ def _copy_tree(src: Path, dst: Path, rel: Path, report: CopyReport, max_file: in
             report.skipped.append((str(path), "sparse file (holes would be written out in full)"))
             continue
         _copy_file(src / path, dst / path, st, report, str(path))
+    return subfolders
 
 
 def _copy_file(src: Path, dst: Path, st: os.stat_result, report: CopyReport, rel: str) -> None:

@@ -24,8 +24,11 @@ inner … python -m ipykernel_launcher``:
   the kernel talks to nbgrader over ZMQ IPC sockets in a private folder; every process dies with
   the kernel; a seccomp filter (``seccomp.py``) refuses the kernel keyrings (``add_key``,
   ``keyctl``, ``request_key``), which no namespace makes private to one kernel.
+* **an environment by allow-list** (:func:`kernel_env`): the grader's tokens, passwords and
+  ``SLURM_*`` variables never reach the kernel (student code can print its environment).
 * **limits** (``limits.py``): memory and tasks (cgroups), rlimits, tmpfs sizes, and the output
   and wall-clock limits of :class:`LimitedExecution`.
+  A display is updated only in the cell that runs (never an output of an earlier cell).
 
 Where bubblewrap is missing or cannot create namespaces, autograding **refuses**, saying why,
 unless the instructor passes ``--SandboxedKernelManager.allow_unsandboxed=True`` (then each
@@ -44,7 +47,7 @@ import time
 import weakref
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Mapping
 
 from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
@@ -79,6 +82,41 @@ STARTUP_ENV = "LLM_COURSE_SANDBOX_STARTUP"
 STAGE = "/run/llm-course"
 # Where a root grader keeps each kernel's host folder (sockets, staging), each a small tmpfs.
 ROOT_SANDBOXES = "/run/llm-course-sandboxes"
+
+
+# The kernel's environment is an allow-list of the grader's (:func:`kernel_env`): student code can
+# print its environment into its own feedback, so an instructor's tokens, passwords, or the SLURM_*
+# variables of a cluster job must never reach it. Kept: what Python, the libraries and the course
+# read (locale, time zone, thread counts, the course's own switches, Hugging Face's offline and
+# logging switches); the sandbox then sets HOME, TMPDIR, the Jupyter/IPython/matplotlib folders,
+# the caches' locations and the record switch itself.
+KERNEL_ENV_ALLOWED = frozenset({
+    "PATH", "LD_LIBRARY_PATH", "LANG", "LANGUAGE", "TZ",
+    "PYTHONHASHSEED", "PYTHONIOENCODING", "PYTHONUTF8", "PYTHONDONTWRITEBYTECODE", "PYTHONWARNINGS",
+    "MPLBACKEND",
+    # the course (course_utils/env.py, progress.py, translation.py, records.py) and nbgrader
+    "LLM_COURSE_CI", "LLM_COURSE_OFFLINE", "LLM_COURSE_LANG", "LLM_COURSE_PROGRESS", "NBGRADER_EXECUTION",
+    RECORD_ENV,
+    # Hugging Face: offline and quiet (never HF_TOKEN)
+    "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY",
+    "HF_HUB_DISABLE_PROGRESS_BARS", "HF_HUB_DISABLE_IMPLICIT_TOKEN", "TRANSFORMERS_VERBOSITY",
+    "TRANSFORMERS_NO_ADVISORY_WARNINGS", "TOKENIZERS_PARALLELISM",
+    # thread pools (an autograde worker sizes them to its share of the cores)
+    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
+})
+# Whole families: the locale (LC_ALL, LC_CTYPE...) and OpenBLAS's settings (OPENBLAS_NUM_THREADS,
+# and OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE, which some machines need for correct results).
+KERNEL_ENV_PREFIXES = ("LC_", "OPENBLAS_")
+
+
+def kernel_env(parent: Mapping[str, str], extra: Iterable[str] = ()) -> dict[str, str]:
+    """The part of ``parent`` (the grader's environment) a sandboxed kernel gets: the names of
+    :data:`KERNEL_ENV_ALLOWED`, those starting with :data:`KERNEL_ENV_PREFIXES`, and ``extra``
+    (``SandboxedKernelManager.env_allow``). Everything else (secrets, ``SLURM_*``, ``PYTHONPATH``,
+    the course root) is left out."""
+    allowed = KERNEL_ENV_ALLOWED | set(extra)
+    return {k: v for k, v in parent.items()
+            if isinstance(k, str) and isinstance(v, str) and (k in allowed or k.startswith(KERNEL_ENV_PREFIXES))}
 
 
 class SandboxUnavailable(RuntimeError):
@@ -287,6 +325,9 @@ class SandboxedKernelManager(AsyncKernelManager):
                                                         "are replaced by a stub (course_tools/grading/probe.py).")
     copy_ignore = List(Unicode(), default_value=list(PRISTINE_IGNORE), config=True,
                        help="Names of the submission's folder that are not copied into the kernel's folder.")
+    env_allow = List(Unicode(), config=True,
+                     help="Names of environment variables passed to the kernel besides KERNEL_ENV_ALLOWED "
+                          "(the kernel's environment is an allow-list: student code can print it).")
 
     _sandbox_dir: Path | None = None
     _release: Any = None
@@ -356,13 +397,12 @@ class SandboxedKernelManager(AsyncKernelManager):
             for f in sorted(Path(extra).iterdir()):
                 if f.is_file() and not f.is_symlink():
                     shutil.copyfile(f, startup / f.name)
-        env = dict(kw.get("env") or os.environ)
+        # an allow-list of the grader's environment (its tokens, passwords, SLURM_* never reach student code)
+        env = kernel_env(kw.get("env") or os.environ, self.env_allow)
         env.update(HOME=str(home), IPYTHONDIR=str(home / ".ipython"), MPLCONFIGDIR=str(home / ".mpl"), TMPDIR="/tmp",
                    JUPYTER_RUNTIME_DIR=str(home / ".runtime"), JUPYTER_CONFIG_DIR=str(home / ".jupyter"),
                    JUPYTER_DATA_DIR=str(home / ".local"), XDG_CACHE_HOME=str(home / ".cache"),
                    LLM_COURSE_SANDBOXED="0" if self._unsandboxed else "1")
-        for var in ("LLM_COURSE_NBGRADER_ROOT", "JUPYTER_PATH", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONUSERBASE"):
-            env.pop(var, None)
         env[RECORD_ENV] = "1"   # hidden tests write their records as outputs (course_utils/records.py)
         # model caches keep their real locations (read-only inside the sandbox)
         env["LLM_COURSE_CACHE"] = str(cache_dir().resolve())
@@ -519,7 +559,18 @@ class LimitedExecution(NotebookClient):
     # nbclient binds the synchronous wrapper to its own coroutine: bind it to this one
     execute_cell = run_sync(async_execute_cell)
 
+    def _update_display_id(self, display_id: str, msg: dict[str, Any]) -> None:
+        """A display is updated only in the cell that is running: nbclient rewrites every earlier
+        output with the same ``display_id``, so a cell running after the hidden tests could write
+        what they held into an output of a cell that ran before them, which the feedback shows."""
+        cells = self._display_id_map.get(display_id)
+        if cells:
+            current = getattr(self, "_executing_index", None)
+            self._display_id_map[display_id] = {i: idx for i, idx in cells.items() if i == current}
+        super()._update_display_id(display_id, msg)
+
     def process_message(self, msg: dict[str, Any], cell: NotebookNode, cell_index: int) -> NotebookNode | None:
+        self._executing_index = cell_index
         kind = msg.get("msg_type")
         if kind in ("stream", "display_data", "execute_result", "update_display_data", "error", "clear_output"):
             size = len(json.dumps(msg.get("content", {}), default=str))

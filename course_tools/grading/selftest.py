@@ -98,6 +98,26 @@ def group_variants(variants: list[Variant], separate: bool = False) -> list[list
     return groups
 
 
+def fewest_groups(variants: list[Variant], separate: bool = False) -> int:
+    """A lower bound on the submissions any grouping of ``variants`` needs under the rules above.
+
+    Variants that replace the same answer cell, or lose the same test cell, never share a
+    submission, and an ``alone`` variant shares none: at least as many submissions as the most
+    variants on one cell, plus one per ``alone`` variant. :func:`group_variants` reaches it on
+    every chapter (``tests/test_grading.py``): one autograde process grades all of a chapter's
+    submissions, and there is no submission to save.
+    """
+    if separate:
+        return len(variants)
+    per_key: dict[str, int] = {}
+    for v in variants:
+        if not v.alone:
+            for key in [f"cell:{c}" for c in v.cells] + [f"test:{t}" for t in v.loses]:
+                per_key[key] = per_key.get(key, 0) + 1
+    others = [v for v in variants if not v.alone]
+    return (max(per_key.values(), default=1 if others else 0)) + sum(v.alone for v in variants)
+
+
 def _test_cells(nb: dict) -> list[dict]:
     """The autograded test cells of a notebook (graded, not an answer)."""
     return [c for c in nb["cells"] if _nbgrader_meta(c).get("grade") and not _nbgrader_meta(c).get("solution")]
