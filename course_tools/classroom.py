@@ -130,6 +130,27 @@ def db_url(root: Path, explicit: str | None = None) -> str:
     return explicit or _coursedir(root).db_url
 
 
+def check_config_takes_db_url(root: Path, url: str) -> None:
+    """Raise ``RuntimeError`` unless the course config of ``root`` reads the gradebook URL from
+    ``$LLM_COURSE_DB_URL`` (how :func:`register` and :func:`autograde` hand it to nbgrader: a config
+    copied before that would send a worker to its own default gradebook instead)."""
+    from course_tools.grading import privacy
+
+    saved_env, saved_taken = os.environ.get(DB_URL_ENV), privacy._taken_url
+    os.environ[DB_URL_ENV] = url
+    try:
+        got = _coursedir(root).db_url
+    finally:
+        privacy._taken_url = saved_taken
+        os.environ.pop(DB_URL_ENV, None)
+        if saved_env is not None:
+            os.environ[DB_URL_ENV] = saved_env
+    if got != url:
+        raise RuntimeError(f"{root / 'nbgrader_config.py'} does not read the gradebook URL from ${DB_URL_ENV} "
+                           "(an older copy of the course config?): copy the course's nbgrader_config.py there, or "
+                           "set c.CourseDirectory.db_url in it and leave out --db")
+
+
 def course_id(root: Path) -> str:
     """``CourseDirectory.course_id`` of the course at ``root`` (gradebook rows carry it)."""
     return _coursedir(root).course_id or "default_course"
@@ -161,7 +182,10 @@ def register(assignments: Sequence[str], root: Path, *, duedate: str | None = No
     format nbgrader accepts, e.g. ``"2026-12-01 17:00:00 UTC"``) is stored with the assignment.
     """
     # the URL in the environment, never on the command line (every account reads those in /proc)
-    env = nbgrader_env(root, **{DB_URL_ENV: db_url(root, db)})
+    url = db_url(root, db)
+    if db:
+        check_config_takes_db_url(root, url)
+    env = nbgrader_env(root, **{DB_URL_ENV: url})
     for a in assignments:
         if not (root / "solutions" / a).is_dir():
             raise FileNotFoundError(f"no source folder solutions/{a} under {root}")
@@ -247,6 +271,8 @@ def autograde(assignment: str, root: Path, *, students: Sequence[str] | None = N
     from course_tools.grading.course_code import check_same_course_code
 
     check_same_course_code(course_root=root)   # grader and kernels import the same course code, or no student is graded
+    if db:
+        check_config_takes_db_url(root, url)
     _reference_run(assignment, root, log)
     base = ["autograde", assignment, "--log-level=WARN", *(["--force"] if force else []), *extra]
     groups = [students[i::run.jobs] for i in range(run.jobs)]

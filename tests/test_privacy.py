@@ -7,14 +7,16 @@ applied by the course's ``nbgrader_config.py`` and by ``llm-course``).
 
 * unit tests (any account): :func:`exposure_warnings` names every exposed item of a course root
   laid out as umask 022 leaves it (and a password in a readable config), :func:`secure_course`
-  closes them, and the cluster's ``manifest.json`` keeps no gradebook password;
+  closes them, the cluster's ``manifest.json`` keeps no gradebook password, and a course config
+  that does not read ``$LLM_COURSE_DB_URL`` is refused by ``register``/``autograde`` (else its
+  workers would write into another gradebook);
 * with real accounts (root only): a whole small class cycle (register, release, fetch and submit
   as two students through the course's exchange, collect, ``llm-course autograde``, feedback
   released and fetched, an export; a ``refused/`` left world-readable by an earlier version) in a
   course root every account can enter, under umask 022, then one
   student walks the whole course root and reads whatever it can: no submission, autograded
   notebook, feedback, refused copy, secret, reference record, export or gradebook; the checkout
-  itself is still readable, each student fetched its own feedback, and :func:`exposure_warnings`
+  itself is still readable, a student fetched its own feedback, and :func:`exposure_warnings`
   has nothing to say.
 """
 from __future__ import annotations
@@ -51,7 +53,8 @@ def _open_base() -> Path:
 
 # --------------------------------------------------------------------------- units
 
-def test_exposure_warnings_then_secure_course():
+def test_exposure_warnings_then_secure_course(monkeypatch):
+    from course_tools.cli import _privacy_lines
     from course_tools.grading.privacy import exposure_warnings, secure_course
 
     base = _open_base()
@@ -65,7 +68,7 @@ def test_exposure_warnings_then_secure_course():
                   "autograded/alice/ex01/ex01.ipynb", "feedback/alice/ex01/ex01.html", "refused/ex01/report.jsonl",
                   ".llm-course/references/ex01-x.json", "grades.csv", "gradebook.db", "solutions/ex01/ex01.ipynb"):
             (root / f).write_text("x")
-        (root / "nbgrader_config.py").write_text(f"c.CourseDirectory.db_url = {PW_URL!r}\n")
+        (root / "nbgrader_config.py").write_text(f"c = get_config()\nc.CourseDirectory.db_url = {PW_URL!r}\n")
         sqlite = f"sqlite:///{root / 'gradebook.db'}"
         found = exposure_warnings(root, sqlite)
         for what in ("submitted/", "autograded/", "feedback/", "refused/", ".llm-course/", "grades.csv",
@@ -74,6 +77,12 @@ def test_exposure_warnings_then_secure_course():
         assert not any("solutions" in w for w in found), found   # the checkout itself is meant to be readable
         assert any("nbgrader_config.py holds the gradebook's password" in w
                    for w in exposure_warnings(root, PW_URL, check_server=False))
+        # llm-course doctor: the gradebook without its password, then one PRIVACY line per problem
+        monkeypatch.setenv("LLM_COURSE_NBGRADER_ROOT", str(root))
+        lines = _privacy_lines()
+        assert lines[0].split() == ["gradebook", PW_URL.replace(":s3cr3t-pw", "")], lines
+        assert any(ln.startswith("PRIVACY       submitted/") for ln in lines), lines
+        assert any("holds the gradebook's password" in ln for ln in lines), lines
 
         changed = secure_course(root, sqlite)
         assert changed
@@ -220,17 +229,15 @@ def test_other_accounts_cannot_read_the_class_data(two_students):
         (course / "refused" / AID / "report.jsonl").write_text(json.dumps({"claimed": p1, "marker": marker}) + "\n")
         (course / "refused" / AID / "1-ab" / f"{AID}.ipynb").write_text(marker)
         classroom.nbgrader(["collect", AID], course, extra=ex)
-        t_ag = time.perf_counter()
         res = subprocess.run([str(VENV_BIN / "llm-course"), "autograde", AID, "--jobs", "2"], cwd=course, env=env,
                              capture_output=True, text=True, timeout=600)
         assert res.returncode == 0, res.stdout + res.stderr
-        print(f"before autograde {t_ag - t0:.0f} s, autograde {time.perf_counter() - t_ag:.0f} s")
         classroom.nbgrader(["generate_feedback", AID], course, extra=ex)
         classroom.nbgrader(["release_feedback", AID], course, extra=ex)
         classroom.nbgrader(["export", "--to", str(course / "grades.csv")], course)
-        for user, home in homes.items():    # release_feedback still hands each student its own
-            _as(user, home, str(VENV_BIN / "nbgrader"), "fetch_feedback", AID)
-            assert len(list((home / AID / "feedback").glob(f"*/{AID}.html"))) == 1, user
+        # release_feedback still hands a student its own (0644 in the exchange, from the 0700 feedback/)
+        _as(p1, homes[p1], str(VENV_BIN / "nbgrader"), "fetch_feedback", AID)
+        assert len(list((homes[p1] / AID / "feedback").glob(f"*/{AID}.html"))) == 1
     finally:
         os.umask(old)
     refs = list((course / ".llm-course" / "references").glob("*.json"))
@@ -253,3 +260,15 @@ def test_other_accounts_cannot_read_the_class_data(two_students):
 
     assert exposure_warnings(course, classroom.db_url(course)) == []
     print(f"privacy cycle: {time.perf_counter() - t0:.0f} s")
+
+
+def test_a_config_that_ignores_the_url_variable_is_refused(tmp_path):
+    """register/autograde hand nbgrader the URL in $LLM_COURSE_DB_URL: with a course config that does
+    not read it (an older copy), a worker would write into its own default gradebook: refused."""
+    url = f"sqlite:///{tmp_path / 'elsewhere.db'}?timeout=120"
+    course = make_course(tmp_path / "course")
+    classroom.check_config_takes_db_url(course, url)           # the course's config: fine
+    assert "LLM_COURSE_DB_URL" not in os.environ
+    (course / "nbgrader_config.py").write_text("c = get_config()\nc.CourseDirectory.course_id = 'llm-course'\n")
+    with pytest.raises(RuntimeError, match="does not read the gradebook URL"):
+        classroom.check_config_takes_db_url(course, url)

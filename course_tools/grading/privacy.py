@@ -134,8 +134,8 @@ def command_of(argv: Sequence[str]) -> tuple[str, str]:
         return "nbgrader", sub
     if name == "llm-course" or first.endswith("course_tools/cli.py") or first.endswith("course_tools/__main__.py"):
         return "llm-course", sub
-    if name.startswith("jupyter"):
-        return "jupyter", "formgrader"
+    if name.startswith("jupyter"):   # the grading lab, but also a student's `make lab`: nothing created
+        return "jupyter", ""
     return "", ""
 
 
