@@ -47,5 +47,7 @@ def test_a_clone_graded_with_another_clones_environment_stops_before_any_student
     here = (repo_root() / "course_utils").resolve()
     assert str((clone / "course_utils").resolve()) in out and str(here) in out, out
     assert "pip install -e" in out and "reference run" not in out, out
-    assert not (clone / "autograded").exists(), "a student was graded"
+    # (the course's privacy step may have made autograded/ itself, empty and 0700, before refusing)
+    graded = list((clone / "autograded").iterdir()) if (clone / "autograded").exists() else []
+    assert graded == [], f"a student was graded: {graded}"
     assert classroom.gradebook_scores(classroom.db_url(clone), AID) == {}
