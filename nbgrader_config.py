@@ -1,7 +1,8 @@
 """nbgrader configuration of the course (nbgrader 0.9.6).
 
 solutions/  = nbgrader *source* (instructor notebooks, solutions and hidden tests inside markers)
-notebooks/  = nbgrader *release* (student notebooks, generated, never edited by hand)
+notebooks/  = nbgrader *release* (student notebooks, generated, never edited by hand); a class given
+              the Brazilian Portuguese edition (`llm-course edition pt_BR`) is released pt_BR/notebooks/
 """
 import os
 import sys
@@ -37,7 +38,14 @@ c = get_config()  # noqa: F821  (provided by traitlets when nbgrader loads this 
 
 c.CourseDirectory.root = os.environ.get("LLM_COURSE_NBGRADER_ROOT", os.path.dirname(os.path.abspath(__file__)))
 c.CourseDirectory.source_directory = "solutions"
-c.CourseDirectory.release_directory = "notebooks"
+# The release is the class edition's (course_tools/editions.py): notebooks/ (English) unless
+# `llm-course edition pt_BR` recorded the Brazilian Portuguese one in .llm-course/edition; then
+# `nbgrader release_assignment NN` and Formgrader's Release button hand out pt_BR/notebooks/NN
+# (`nbgrader generate_assignment` still writes notebooks/: it never overwrites an edition's release).
+# Grading is the same for both: one gradebook, the English source registered from solutions/.
+from course_tools import editions as _editions  # noqa: E402
+
+c.CourseDirectory.release_directory = _editions.release_directory(c.CourseDirectory.root, sys.argv)
 c.CourseDirectory.course_id = "llm-course"
 # The gradebook: nbgrader's default is sqlite:///<course root>/gradebook.db (kept 0600, below). A
 # PostgreSQL one goes here WITHOUT its password, e.g.
@@ -171,3 +179,21 @@ _privacy.secure_course(c.CourseDirectory.root,
                        c.CourseDirectory.db_url if "db_url" in c.CourseDirectory
                        else "sqlite:///" + os.path.join(os.path.abspath(c.CourseDirectory.root), "gradebook.db"),
                        sys.argv)
+
+# --- Issue 47: what a student of an edition reads, in the edition's language ---------------------
+# (a block of its own; course_tools/grading/i18n.py). The answer stubs of pt_BR/notebooks are
+# Portuguese ("# SEU CÓDIGO AQUI"), chosen per notebook from its setup cell's LLM_COURSE_LANG line;
+# notebooks/ keeps ClearSolutions.code_stub/text_stub above. The feedback page's words follow each
+# notebook's language (nbgrader's feedback template, labels looked up: templates/llm_course_feedback).
+# `nbgrader validate` wraps a long line instead of cutting it at Validator.width (course_tools/grading/validate.py).
+from nbgrader.converters import GenerateAssignment as _GenerateAssignment  # noqa: E402
+from nbgrader.preprocessors import ClearSolutions as _ClearSolutions  # noqa: E402
+
+from course_tools.grading import i18n as _i18n, validate as _validate  # noqa: E402
+
+c.GenerateAssignment.preprocessors = [_i18n.EditionClearSolutions if p is _ClearSolutions else p
+                                      for p in _GenerateAssignment.class_traits()["preprocessors"].default()]
+c.GenerateFeedback.exporter_class = "course_tools.grading.i18n.FeedbackExporter"
+c.FeedbackExporter.template_name = _i18n.FEEDBACK_TEMPLATE
+c.FeedbackExporter.extra_template_basedirs = [str(_i18n.TEMPLATES), _i18n.NBGRADER_TEMPLATES]
+_validate.install()

@@ -14,6 +14,7 @@ check-sources   fail if a chapter script and its solution notebook disagree
 execute         re-execute a solution notebook in place
 references      run (and cache) the trusted reference run of each chapter (before grading a class)
 register        add chapters (notebooks, graded cells, due date) to the gradebook from solutions/; notebooks/ untouched
+edition [LANG]  the edition the class is released: en (notebooks/) or pt_BR (pt_BR/notebooks/); shows it without LANG
 autograde NN    nbgrader autograde of every submission of NN, --jobs N at once, into one gradebook
 hub-sim DIR     write a simulated Hugging Face hub: the four model names at their real configurations
 cluster ...     grade a class as Slurm job arrays, one merge job the only gradebook writer
@@ -225,6 +226,25 @@ def _register(args: argparse.Namespace) -> int:
     return 0
 
 
+def _edition(args: argparse.Namespace) -> int:
+    """Show or record the class edition (course_tools/editions.py): what nbgrader's release hands out."""
+    from .classroom import course_root
+    from .editions import EditionError, class_edition, release_folder, set_class_edition
+
+    root = course_root()
+    try:
+        if args.lang:
+            path = set_class_edition(args.lang, root)
+            print(f"recorded in {path}")
+        lang = class_edition(root)
+    except EditionError as exc:
+        print(f"edition: {exc}", file=sys.stderr)
+        return 2
+    print(f"class edition: {lang}: `nbgrader release_assignment NN` and Formgrader's Release button hand out "
+          f"{root / release_folder(lang)}/NN (grading: one gradebook, the English source in solutions/)")
+    return 0
+
+
 def _autograde(args: argparse.Namespace) -> int:
     from .classroom import autograde, course_root
 
@@ -397,6 +417,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--duedate", help='e.g. "2026-12-01 17:00:00 UTC" (late submissions then score 0)')
     p.add_argument("--db", help="gradebook URL (default: the course config's, sqlite:///gradebook.db)")
     p.set_defaults(fn=_register)
+    p = sub.add_parser("edition", help="the edition the class is released: en (notebooks/) or pt_BR (pt_BR/notebooks/)")
+    from .editions import ENGLISH, LANGUAGES
+
+    p.add_argument("lang", nargs="?", choices=[ENGLISH, *LANGUAGES], help="record this edition (without: show the current one)")
+    p.set_defaults(fn=_edition)
     p = sub.add_parser("autograde", help="nbgrader autograde of many submissions at once")
     p.add_argument("chapter")
     p.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1,

@@ -9,21 +9,14 @@ import filecmp
 import json
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 from course_utils.paths import repo_root
 
-
-class ReleaseError(RuntimeError):
-    """A problem the instructor must fix before releasing; the message says what to do."""
-
-
-def chapters(root: Path | None = None) -> list[str]:
-    """Chapter ids (``NN_name``) found in ``solutions/``, sorted."""
-    root = root or repo_root()
-    return sorted(p.name for p in (root / "solutions").iterdir() if (p / f"{p.name}.ipynb").is_file())
+# chapters, ReleaseError and the generation step live in course_tools/editions.py (shared with the
+# translated editions, course_tools/translation.py); importable from here as before
+from .editions import ReleaseError, chapters, editions, generate as _generate  # noqa: F401
 
 
 def check_metadata(nb_path: Path) -> None:
@@ -38,21 +31,6 @@ def check_metadata(nb_path: Path) -> None:
     for c in graded:
         if "grade_id" not in c["metadata"]["nbgrader"]:
             raise ReleaseError(f"{nb_path}: an nbgrader cell has no grade_id; give every graded cell an id.")
-
-
-def _generate(root: Path, chapter: str, release_dir: Path, source_dir: Path | None = None) -> None:
-    """nbgrader generate_assignment --no-db for ``chapter`` (a name or the glob ``*``) into ``release_dir``
-    (from ``source_dir``: ``solutions/`` unless given, e.g. an edition's ``pt_BR/solutions``)."""
-    cmd = [
-        sys.executable, "-m", "nbgrader", "generate_assignment", chapter, "--no-db", "--force",
-        f"--CourseDirectory.root={root}", f"--CourseDirectory.release_directory={release_dir}",
-        "--log-level=WARN",
-    ]
-    if source_dir is not None:
-        cmd.append(f"--CourseDirectory.source_directory={source_dir}")
-    res = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
-    if res.returncode != 0:
-        raise ReleaseError(f"nbgrader generate_assignment {chapter} failed:\n{res.stdout}\n{res.stderr}")
 
 
 def _dirty_notebooks(root: Path) -> list[str]:
@@ -111,7 +89,7 @@ def release(only: list[str] | None = None, force: bool = False, root: Path | Non
             if dest.exists():
                 shutil.rmtree(dest)
             shutil.copytree(Path(tmp) / ch, dest)
-    from .translation import build as build_edition, editions
+    from .translation import build as build_edition
 
     for lang in editions(root):   # the editions follow: pt_BR/solutions and pt_BR/notebooks (course_tools/translation.py)
         build_edition(lang, todo, root)
@@ -148,7 +126,7 @@ def check_release(root: Path | None = None) -> list[str]:
                     problems.append(f"notebooks/{ch}/{prefix}{name} differs from its generated version.")
                 for sub, subcmp in d.subdirs.items():
                     stack.append((subcmp, f"{prefix}{sub}/"))
-    from .translation import edition_problems, editions, stale_editions
+    from .translation import edition_problems, stale_editions
 
     for lang in editions(root):
         problems += stale_editions(lang, root) + edition_problems(lang, root)

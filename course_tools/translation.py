@@ -29,7 +29,9 @@ edition the student handed in from that edition's trusted release
 (``course_tools/grading/overwrite.py``). ``tests/test_translation.py`` checks that the catalogues
 are current, the editions' code cells and metadata byte-identical, every inline code span, formula,
 link and number intact in every entry, every entry translated, and grades a Portuguese submission
-with real nbgrader.
+with real nbgrader. A class is *released* one edition: ``llm-course edition pt_BR`` makes nbgrader's
+release (the command and Formgrader's button) hand out ``pt_BR/notebooks`` (``course_tools/editions.py``,
+``tests/test_edition_class.py``).
 """
 from __future__ import annotations
 
@@ -47,8 +49,9 @@ import nbformat
 
 from course_utils.paths import repo_root
 
-LANGUAGES = ("pt_BR",)
-LOCALE = "locale"
+# which editions exist, where their notebooks are, the chapters and nbgrader's generation step:
+# course_tools/editions.py (this module never imports course_tools.release, which imports it)
+from .editions import LANGUAGES, LOCALE, chapters, edition_dir, editions, generate  # noqa: F401
 MESSAGES_DOMAIN = "course_utils"
 LANG_LINE = {"pt_BR": 'os.environ["LLM_COURSE_LANG"] = "pt_BR"  # edição em português: mensagens dos testes em português'}
 _SETUP_IMPORT = "import importlib.util, os, subprocess, sys\n"
@@ -63,15 +66,18 @@ _MATH_RE = re.compile(r"\$\$.+?\$\$|\$[^$]+\$", re.S)   # inline math may wrap o
 _LINK_RE = re.compile(r"\]\(([^)\s]+)\)|(?<![(\w])(https?://[^\s)>\]]+)")
 _FIELD_RE = re.compile(r"\{[a-z_]+\}")  # str.format fields of the checks' message templates
 _NUMBER_RE = re.compile(r"(?<![\w.])\d+(?:\.\d+)*(?:[eE][-+]?\d+)?")
+# A Portuguese source quoted in its own words keeps its decimal comma ("5,4 milhões", note 003): inside a
+# quotation a comma between digits that does not start a group of exactly three is a decimal point.
+_QUOTED_RE = re.compile(r'"[^"]*"|“[^”]*”|«[^»]*»')
+_DECIMAL_COMMA_RE = re.compile(r"(?<![\d,.])(\d+),(\d{1,2}|\d{4,})(?![\d,.])")
+
+
+def _source_decimals(text: str) -> str:
+    """``text`` with the decimal commas of its quotations written as points ("5,4" -> "5.4")."""
+    return _QUOTED_RE.sub(lambda m: _DECIMAL_COMMA_RE.sub(r"\1.\2", m.group(0)), text)
 # The checks whose first argument (check_true: second) is a message a student reads.
 _NAMED_CHECKS = {"check_close": 0, "check_equal": 0, "check_shape": 0, "check_type": 0, "to_numpy": 1,
                  "check_true": 1}
-
-
-def editions(root: Path | None = None) -> list[str]:
-    """The languages this course ships an edition of (those with catalogues in ``locale/``)."""
-    root = root or repo_root()
-    return [lang for lang in LANGUAGES if (root / LOCALE / lang / "LC_MESSAGES").is_dir()]
 
 
 class TranslationError(RuntimeError):
@@ -150,7 +156,7 @@ def protected(text: str) -> dict[str, Counter]:
         return Counter(" ".join(x.split()) for x in spans)
 
     return {"code blocks": Counter(blocks), "inline code": norm(_CODE_RE.findall(text)), "math": norm(_MATH_RE.findall(no_code)),
-            "links": Counter(links), "numbers": Counter(_NUMBER_RE.findall(plain)),
+            "links": Counter(links), "numbers": Counter(_NUMBER_RE.findall(_source_decimals(plain))),
             "placeholders": Counter(_FIELD_RE.findall(plain))}
 
 
@@ -238,7 +244,6 @@ def messages_template(root: Path | None = None):  # -> Catalog
     from babel.messages.extract import extract_from_file
 
     from .authoring import read_script, script_path
-    from .release import chapters
 
     root = root or repo_root()
     cat = _new_catalog(MESSAGES_DOMAIN)
@@ -263,8 +268,6 @@ def messages_template(root: Path | None = None):  # -> Catalog
 
 def templates(root: Path | None = None) -> dict[str, object]:
     """Every catalogue's template, by catalogue name (the chapters and ``course_utils``)."""
-    from .release import chapters
-
     out: dict[str, object] = {ch: chapter_template(ch, root) for ch in chapters(root)}
     out[MESSAGES_DOMAIN] = messages_template(root)
     out[README_DOMAIN] = readme_template(root)
@@ -481,11 +484,6 @@ def compiled_messages(lang: str, root: Path | None = None) -> bytes:
 
 
 # --- the edition's notebooks -----------------------------------------------------------------------
-def edition_dir(lang: str, kind: str, root: Path | None = None) -> Path:
-    """``<lang>/solutions`` or ``<lang>/notebooks`` in the checkout."""
-    return (root or repo_root()) / lang / kind
-
-
 def _translations(chapter: str, lang: str, root: Path) -> dict[str, str]:
     path = catalogue_path(chapter, lang, root)
     if not path.is_file():
@@ -534,8 +532,6 @@ def translate_notebook(nb: nbformat.NotebookNode, chapter: str, lang: str,
 def build(lang: str, only: Iterable[str] | None = None, root: Path | None = None) -> list[Path]:
     """Write ``<lang>/solutions`` (translated solution notebooks, with the English run's outputs),
     ``<lang>/notebooks`` (nbgrader's student notebooks of them) and the compiled messages."""
-    from .release import _generate, chapters
-
     import shutil
     import tempfile
 
@@ -550,7 +546,7 @@ def build(lang: str, only: Iterable[str] | None = None, root: Path | None = None
         written.append(dest)
     with tempfile.TemporaryDirectory() as tmp:
         for pattern in (["*"] if sorted(todo) == chapters(root) else todo):
-            _generate(root, pattern, Path(tmp), source_dir=edition_dir(lang, "solutions", root))
+            generate(root, pattern, Path(tmp), source_dir=edition_dir(lang, "solutions", root))
         for ch in todo:
             dest = edition_dir(lang, "notebooks", root) / ch
             if dest.exists():
@@ -585,8 +581,6 @@ def edition_problems(lang: str, root: Path | None = None) -> list[str]:
     code difference allowed is the setup cell's language line. Each edition notebook must also be
     what :func:`build` writes now from the current catalogues.
     """
-    from .release import chapters
-
     root = root or repo_root()
     problems = []
     for kind in ("solutions", "notebooks"):
@@ -605,6 +599,11 @@ def edition_problems(lang: str, root: Path | None = None) -> list[str]:
                 if a.cell_type == "code" and a.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "setup":
                     a = copy.deepcopy(a)
                     a.source = edition_setup(a.source, lang)
+                elif kind == "notebooks" and a.cell_type == "code" and a.get("metadata", {}).get("nbgrader", {}).get("solution"):
+                    from course_tools.grading.i18n import edition_answer_stub   # the edition's stubs (# SEU CÓDIGO AQUI)
+
+                    a = copy.deepcopy(a)
+                    a.source = edition_answer_stub(a.source, lang)
                 if _code_view(a) != _code_view(b):
                     problems.append(f"{rel}: cell {i} ({a.get('id')}) differs from English in more than its text")
     return problems
@@ -612,8 +611,6 @@ def edition_problems(lang: str, root: Path | None = None) -> list[str]:
 
 def stale_editions(lang: str, root: Path | None = None) -> list[str]:
     """The edition's solution notebooks that differ from what :func:`build` writes now."""
-    from .release import chapters
-
     root = root or repo_root()
     out = []
     for ch in chapters(root):

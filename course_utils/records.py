@@ -31,7 +31,7 @@ from __future__ import annotations
 import base64
 import math
 import os
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -394,66 +394,69 @@ def _prefix(where: str, problem: str | None) -> str | None:
 _OUTCOME = ("returns", "raises ")
 
 
-def summarize(got: Any, ref: Any, spec: dict) -> str:
+def summarize(got: Any, ref: Any, spec: dict, _t: Callable[[str], str] = str) -> str:
     """What kind of thing differs between ``got`` and ``ref``, for a student's feedback.
 
     Names the kind of difference (type, dtype, shape, length, keys, raises vs returns, values
     beyond the tolerance) and, at most, the student's own type, dtype, shape or exception class:
     never a reference value, nor a value computed from the hidden inputs. Call it only where
-    :func:`compare` found a problem.
+    :func:`compare` found a problem. ``_t`` translates the English templates (the autograder passes
+    the submission's language, ``course_tools/grading/i18n.py``).
     """
     gk, rk = got[0], ref[0]
     arrays = ("tensor", "ndarray", "npscalar")
     if rk in arrays and "pvalue" in spec and gk == rk:
         if got[2].shape != ref[2].shape:
-            return f"shape differs (yours: {tuple(got[2].shape)})"
-        return "the counts of draws do not follow the expected probabilities (chi-square test)"
+            return _t("shape differs (yours: {shape})").format(shape=tuple(got[2].shape))
+        return _t("the counts of draws do not follow the expected probabilities (chi-square test)")
     if gk != rk:
-        return f"type differs (yours: a {gk})"
+        return _t("type differs (yours: a {kind})").format(kind=gk)
     if gk in arrays:
         if spec.get("dtype", True) and got[1] != ref[1]:
-            return f"dtype differs (yours: {got[1]})"
+            return _t("dtype differs (yours: {dtype})").format(dtype=got[1])
         if got[2].shape != ref[2].shape:
-            return f"shape differs (yours: {tuple(got[2].shape)})"
+            return _t("shape differs (yours: {shape})").format(shape=tuple(got[2].shape))
         n = int(got[2].size)
         problem = _compare_arrays(got[2], ref[2], spec) or ""
-        count = problem.split(" of ", 1)[0] if " of " in problem else "some"
+        count = problem.split(" of ", 1)[0] if " of " in problem else _t("some")
         if "atol" in spec or "rtol" in spec:
-            return f"values differ beyond the tolerance ({count} of {n} elements)"
-        return f"values differ ({count} of {n} elements)"
+            return _t("values differ beyond the tolerance ({count} of {n} elements)").format(count=count, n=n)
+        return _t("values differ ({count} of {n} elements)").format(count=count, n=n)
     if gk == "float":
-        return "value differs beyond the tolerance" if ("atol" in spec or "rtol" in spec) else "value differs"
+        return _t("value differs beyond the tolerance") if ("atol" in spec or "rtol" in spec) else _t("value differs")
     if gk in ("list", "tuple"):
         if len(got[1]) != len(ref[1]):
-            return f"length differs (yours: {len(got[1])} items)"
+            return _t("length differs (yours: {n} items)").format(n=len(got[1]))
         for i, (g, r) in enumerate(zip(got[1], ref[1])):
             if compare(g, r, spec):
-                return f"item [{i}]: {summarize(g, r, spec)}"
-        return "items differ"
+                return _t("item [{index}]: {problem}").format(index=i, problem=summarize(g, r, spec, _t))
+        return _t("items differ")
     if gk == "dict":
         if sorted(k for k, _ in got[1]) != sorted(k for k, _ in ref[1]):
-            return "keys differ"
+            return _t("keys differ")
         rmap = dict(ref[1])
         for k, g in got[1]:
             if compare(g, rmap[k], spec):
-                return f"item [{k!r}]: {summarize(g, rmap[k], spec)}"
-        return "items differ"
+                return _t("item [{index}]: {problem}").format(index=repr(k), problem=summarize(g, rmap[k], spec, _t))
+        return _t("items differ")
     if gk == "str" and (got[1].startswith(_OUTCOME) or ref[1].startswith(_OUTCOME)):
         mine, theirs = got[1], ref[1]
         if mine == "returns":
-            return "raises vs returns: your function returns where the check expects an exception"
+            return _t("raises vs returns: your function returns where the check expects an exception")
         if theirs == "returns":
-            return f"raises vs returns: your function {mine} where the check expects it to return"
-        return f"raises vs returns: your function {mine}, not the exception the check expects"
-    return "value differs"
+            return _t("raises vs returns: your function {outcome} where the check expects it to return").format(outcome=mine)
+        return _t("raises vs returns: your function {outcome}, not the exception the check expects").format(outcome=mine)
+    return _t("value differs")
 
 
-def verify_cell_detailed(student: list[Any], reference: list[Any]) -> tuple[list[tuple[str, str]], int]:
+def verify_cell_detailed(student: list[Any], reference: list[Any],
+                         _t: Callable[[str], str] = str) -> tuple[list[tuple[str, str]], int]:
     """:func:`verify_cell`, with each problem in two forms: ``(full, for_student)``.
 
-    ``full`` (the instructor's: autograded notebook, Formgrader) names both values;
+    ``full`` (the instructor's: autograded notebook, Formgrader) names both values, in English;
     ``for_student`` (the feedback) names the check and the kind of difference only
-    (:func:`summarize`): no reference value and nothing computed from a hidden input.
+    (:func:`summarize`): no reference value and nothing computed from a hidden input. ``_t``
+    translates ``for_student`` (the submission's language; record keys stay as they are).
     """
     ref: dict[str, tuple[dict, Any]] = {}
     order: list[str] = []
@@ -474,28 +477,32 @@ def verify_cell_detailed(student: list[Any], reference: list[Any]) -> tuple[list
         try:
             role, key, _spec_ignored, value = parse_record(obj)
         except RecordError as exc:
-            problems.append((f"a malformed record ({exc})", "a malformed record"))
+            problems.append((f"a malformed record ({exc})", _t("a malformed record")))
             continue
         if role != "record":
             msg = f"{key}: a record of role {role!r} (only the reference run sets references)"
-            problems.append((msg, msg))
+            problems.append((msg, _t("{key}: a record of role {role} (only the reference run sets references)").format(
+                key=key, role=repr(role))))
         elif key in got:
-            problems.append((f"{key}: recorded twice", f"{key}: recorded twice"))
+            problems.append((f"{key}: recorded twice", _t("{key}: recorded twice").format(key=key)))
         elif key not in ref:
-            problems.append((f"{key}: not a value this test records", f"{key}: not a value this test records"))
+            problems.append((f"{key}: not a value this test records",
+                             _t("{key}: not a value this test records").format(key=key)))
         else:
             got[key] = value
     missing = [k for k in order if k not in got]
     if missing:
         msg = (f"{len(missing)} of {len(order)} hidden values never recorded (the cell stopped before "
                f"{missing[0]!r}: see the error above, if any)")
-        problems.append((msg, msg))
+        problems.append((msg, _t("{missing} of {total} hidden values never recorded (the cell stopped before "
+                                 "{first}: see the error above, if any)").format(
+            missing=len(missing), total=len(order), first=repr(missing[0]))))
     for key in order:
         if key in got:
             spec, value = ref[key]
             problem = compare(got[key], value, spec)
             if problem:
-                problems.append((f"{key}: {problem}", f"{key}: {summarize(got[key], value, spec)}"))
+                problems.append((f"{key}: {problem}", f"{key}: {summarize(got[key], value, spec, _t)}"))
     return problems, len(order)
 
 

@@ -52,4 +52,16 @@ def tr(message: str) -> str:
     return catalogue.gettext(message)
 
 
+def translator(lang: str | None):
+    """``gettext`` of ``lang``'s catalogue, for code that writes messages *outside* a kernel (the
+    autograder's verdicts, the feedback page: ``course_tools/grading/i18n.py``), in the language of
+    the submission it grades rather than of the process. English, an unknown language or a missing
+    catalogue: the identity."""
+    lang = (lang or "").strip()
+    if not lang or lang == "en":
+        return str
+    catalogue = gettext.translation(DOMAIN, localedir=str(LOCALE_DIR), languages=[lang], fallback=True)
+    return lambda message: catalogue.gettext(message) if type(message) is str and message else message
+
+
 use_language()

@@ -186,8 +186,10 @@ class TimeBudget:
         if self.over and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
+    @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        """Say what went over, and where the budget is kept."""
+        """Say what went over, and where the budget is kept: last, after ``--durations``, so that the
+        tail of a CI log (often all that is shown of it) says why a run with every test passed failed."""
         if self.worker or not self.over:
             return
         terminalreporter.section("time budget exceeded", sep="=", red=True, bold=True)

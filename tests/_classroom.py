@@ -14,6 +14,8 @@ import json
 import os
 import shutil
 import stat
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -21,6 +23,8 @@ from typing import Iterable, Iterator
 from course_utils.paths import repo_root
 
 AID = "ex01"
+VENV_BIN = Path(sys.executable).parent
+RUNUSER = shutil.which("runuser") or "/usr/sbin/runuser"
 # One lock for every test that lets other users enter the folders above the interpreter: tests in
 # two pytest workers would otherwise restore a mode the other still needs.
 _ENTER_LOCK = Path(tempfile.gettempdir()) / "llm-course-tests-others-may-enter.lock"
@@ -47,6 +51,43 @@ def others_may_enter(paths: Iterable[str | os.PathLike]) -> Iterator[None]:
         finally:
             for d, mode in fixed.items():
                 d.chmod(mode)
+
+
+@contextlib.contextmanager
+def student_accounts(base: Path, names: Iterable[str]) -> Iterator[dict[str, Path]]:
+    """Real Unix accounts ``names`` (as root), each with a private home ``base/home/<name>`` (0700),
+    able to run this environment (:func:`others_may_enter`); ``{name: home}``. The accounts are
+    removed afterwards (``base`` is the caller's)."""
+    from course_tools import classroom
+
+    names = list(names)
+    homes: dict[str, Path] = {}
+    with others_may_enter([sys.executable, os.path.realpath(sys.executable), VENV_BIN,
+                           Path(classroom.__file__).parent]):
+        try:
+            for n in names:
+                home = base / "home" / n
+                home.mkdir(parents=True)
+                subprocess.run(["useradd", "--no-create-home", "--home-dir", str(home), "--shell", "/bin/sh",
+                                "--user-group", n], check=True, capture_output=True)
+                shutil.chown(home, n, n)
+                home.chmod(0o700)
+                homes[n] = home
+            yield homes
+        finally:
+            for n in names:
+                subprocess.run(["userdel", n], capture_output=True)
+
+
+def run_as(user: str, home: Path, *cmd: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    """``cmd`` as ``user`` (runuser, a login-like environment with this venv first on PATH), in her
+    home; fails the test, with its output, unless it exits 0."""
+    env = {"HOME": str(home), "USER": user, "LOGNAME": user, "LANG": "C.UTF-8",
+           "PATH": f"{VENV_BIN}:/usr/local/bin:/usr/bin:/bin"}
+    res = subprocess.run([RUNUSER, "-u", user, "--", *cmd], cwd=home, env=env, capture_output=True, text=True,
+                         timeout=timeout)
+    assert res.returncode == 0, f"{user}: {' '.join(cmd[:3])} exited {res.returncode}\n{res.stdout}\n{res.stderr}"
+    return res
 
 
 def nbgrader_cell(kind, source, grade_id, grade=False, solution=False, locked=True, points=None):

@@ -46,8 +46,8 @@ from pathlib import Path
 
 import pytest
 
-from _classroom import (AID, MAX_AUTO, MAX_TOTAL, PARTLY, RIGHT, answered, make_course, others_may_enter,
-                        service_log, submission_service)
+from _classroom import (AID, MAX_AUTO, MAX_TOTAL, PARTLY, RIGHT, answered, make_course, service_log,
+                        student_accounts, submission_service)
 from course_tools import classroom
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0 or not shutil.which("runuser"),
@@ -65,24 +65,10 @@ def accounts():
     base.chmod(0o755)
     # four students, an attacker (a student too), and an account that is not in the class
     names = [f"lc{tag}s{i}" for i in (1, 2, 3, 4)] + [f"lc{tag}m", f"lc{tag}x"]
-    homes = {}
-    enter = others_may_enter([sys.executable, os.path.realpath(sys.executable), VENV_BIN,
-                              Path(classroom.__file__).parent])
-    enter.__enter__()
     try:
-        for n in names:
-            home = base / "home" / n
-            home.mkdir(parents=True)
-            subprocess.run(["useradd", "--no-create-home", "--home-dir", str(home), "--shell", "/bin/sh",
-                            "--user-group", n], check=True, capture_output=True)
-            shutil.chown(home, n, n)
-            home.chmod(0o700)
-            homes[n] = home
-        yield base, homes
+        with student_accounts(base, names) as homes:
+            yield base, homes
     finally:
-        for n in names:
-            subprocess.run(["userdel", n], capture_output=True)
-        enter.__exit__(None, None, None)
         subprocess.run(["rm", "-rf", str(base)])   # not shutil.rmtree: it recurses, and a test folder is 1200 levels deep
 
 

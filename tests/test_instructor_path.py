@@ -41,7 +41,7 @@ from pathlib import Path
 import pytest
 
 import _classroom
-from _classroom import AID, MAX_AUTO, MAX_TOTAL, RIGHT, answered, make_course, others_may_enter, submission_service
+from _classroom import AID, MAX_AUTO, MAX_TOTAL, RIGHT, answered, make_course, student_accounts, submission_service
 from course_tools import classroom
 from course_utils.paths import repo_root
 
@@ -196,24 +196,10 @@ def accounts():
     base = Path(tempfile.mkdtemp(prefix="llmc-path-"))
     base.chmod(0o755)
     names = {"A": f"lc{tag}a", "B": f"lc{tag}b", "C": f"lc{tag}c"}
-    homes: dict[str, Path] = {}
-    enter = others_may_enter([sys.executable, os.path.realpath(sys.executable), VENV_BIN,
-                              Path(classroom.__file__).parent])
-    enter.__enter__()
     try:
-        for n in names.values():
-            home = base / "home" / n
-            home.mkdir(parents=True)
-            subprocess.run(["useradd", "--no-create-home", "--home-dir", str(home), "--shell", "/bin/sh",
-                            "--user-group", n], check=True, capture_output=True)
-            shutil.chown(home, n, n)
-            home.chmod(0o700)
-            homes[n] = home
-        yield base, names, homes
+        with student_accounts(base, names.values()) as homes:
+            yield base, names, homes
     finally:
-        for n in names.values():
-            subprocess.run(["userdel", n], capture_output=True)
-        enter.__exit__(None, None, None)
         shutil.rmtree(base, ignore_errors=True)
 
 

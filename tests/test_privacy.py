@@ -34,11 +34,10 @@ from pathlib import Path
 
 import pytest
 
-from _classroom import AID, PARTLY, RIGHT, answered, make_course, others_may_enter, submission_service
+from _classroom import (AID, PARTLY, RIGHT, VENV_BIN, answered, make_course, run_as, student_accounts,
+                        submission_service)
 from course_tools import classroom
 
-VENV_BIN = Path(sys.executable).parent
-RUNUSER = shutil.which("runuser") or "/usr/sbin/runuser"
 as_root = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0 or not shutil.which("runuser"),
                              reason="creates Unix accounts: run as root (CI does)")
 PW_URL = "postgresql+psycopg2://grader:s3cr3t-pw@/gradebook?host=/nonexistent&port=5"
@@ -161,35 +160,14 @@ print(json.dumps({'readable': readable, 'listed': listed, 'leaked': leaked, 'pro
 def two_students():
     tag = uuid.uuid4().hex[:6]
     base = _open_base()
-    names = [f"lc{tag}p1", f"lc{tag}p2"]
-    homes = {}
-    enter = others_may_enter([sys.executable, os.path.realpath(sys.executable), VENV_BIN,
-                              Path(classroom.__file__).parent])
-    enter.__enter__()
     try:
-        for n in names:
-            home = base / "home" / n
-            home.mkdir(parents=True)
-            subprocess.run(["useradd", "--no-create-home", "--home-dir", str(home), "--shell", "/bin/sh",
-                            "--user-group", n], check=True, capture_output=True)
-            shutil.chown(home, n, n)
-            home.chmod(0o700)
-            homes[n] = home
-        yield base, homes
+        with student_accounts(base, [f"lc{tag}p1", f"lc{tag}p2"]) as homes:
+            yield base, homes
     finally:
-        for n in names:
-            subprocess.run(["userdel", n], capture_output=True)
-        enter.__exit__(None, None, None)
         shutil.rmtree(base, ignore_errors=True)
 
 
-def _as(user: str, home: Path, *cmd: str) -> subprocess.CompletedProcess:
-    env = {"HOME": str(home), "USER": user, "LOGNAME": user, "LANG": "C.UTF-8",
-           "PATH": f"{VENV_BIN}:/usr/local/bin:/usr/bin:/bin"}
-    res = subprocess.run([RUNUSER, "-u", user, "--", *cmd], cwd=home, env=env, capture_output=True, text=True,
-                         timeout=300)
-    assert res.returncode == 0, f"{user}: {' '.join(cmd[:3])} exited {res.returncode}\n{res.stdout}\n{res.stderr}"
-    return res
+_as = run_as
 
 
 @as_root

@@ -6,7 +6,8 @@
 * nbgrader never releases a script, even one placed next to the solution notebook, and jupytext
   pairs only solutions/ (a paired student notebook would write its solutions to disk);
 * the package split: course_utils (what notebooks import) never imports course_tools (instructor
-  and CI tooling), the chapters import only course_utils, and course_utils has no import cycle.
+  and CI tooling), the chapters import only course_utils, and neither course_utils nor course_tools
+  has an import cycle (course_tools.editions is the edition layer under release and translation).
 """
 from __future__ import annotations
 
@@ -158,16 +159,17 @@ def test_chapters_import_only_course_utils():
             assert not bad, f"{ch} cell {cell['id']} imports {bad}: notebooks import course_utils only"
 
 
-def test_course_utils_has_no_import_cycle():
-    mods = {f.stem: f for f in (ROOT / "course_utils").glob("*.py") if f.stem != "__init__"}
-    graph = {m: sorted({i.split(".")[1] for i in _imports(f.read_text(encoding="utf-8"), "course_utils")
-                        if i.startswith("course_utils.") and i.split(".")[1] in mods and i.split(".")[1] != m})
+def _assert_no_import_cycle(package: str) -> None:
+    """No cycle among the top-level modules of ``package`` (lazy imports inside functions included)."""
+    mods = {f.stem: f for f in (ROOT / package).glob("*.py") if f.stem != "__init__"}
+    graph = {m: sorted({i.split(".")[1] for i in _imports(f.read_text(encoding="utf-8"), package)
+                        if i.startswith(f"{package}.") and i.split(".")[1] in mods and i.split(".")[1] != m})
              for m, f in mods.items()}
     seen: dict[str, int] = {}
 
     def visit(m: str, path: list[str]) -> None:
         if seen.get(m) == 1:
-            raise AssertionError(f"import cycle in course_utils: {' -> '.join(path + [m])}")
+            raise AssertionError(f"import cycle in {package}: {' -> '.join(path + [m])}")
         if seen.get(m) == 2:
             return
         seen[m] = 1
@@ -177,6 +179,21 @@ def test_course_utils_has_no_import_cycle():
 
     for m in graph:
         visit(m, [])
+
+
+def test_course_utils_has_no_import_cycle():
+    _assert_no_import_cycle("course_utils")
+
+
+def test_course_tools_has_no_import_cycle():
+    """Issue 47: release and translation imported each other (translation reached into
+    ``release._generate``); the edition layer is ``course_tools/editions.py``, which imports nothing
+    of course_tools, translation builds on it, release on both."""
+    _assert_no_import_cycle("course_tools")
+    editions = _imports((ROOT / "course_tools" / "editions.py").read_text(encoding="utf-8"), "course_tools")
+    assert not [m for m in editions if m.split(".")[0] == "course_tools"], editions
+    translation = _imports((ROOT / "course_tools" / "translation.py").read_text(encoding="utf-8"), "course_tools")
+    assert not [m for m in translation if m.startswith("course_tools.release")], translation
 
 
 def test_build_without_running_keeps_outputs_when_a_cell_is_inserted(tmp_path):

@@ -49,3 +49,23 @@ def test_portuguese_submissions_graded_like_english(tmp_path):
     test_cell = next(c for c in graded.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test_ex1_rotate_2d")
     errors = [o for o in test_cell.outputs if o.output_type == "error"]
     assert errors and "expected" not in errors[0].evalue and "rotate_2d" in errors[0].evalue, errors
+
+    # What the autograder writes outside the kernel reaches her in Portuguese too (issue 47): the
+    # hidden checks' verdict, then the feedback page (its labels, the verdict kept as the
+    # autograder's); the English submission keeps English.
+    import html
+
+    from course_tools.grading.i18n import translator
+    from course_tools.grading.preprocessors import HIDDEN_START, verdict_pattern
+    from course_tools.grading.selftest import generate_feedback
+
+    pt = translator(LANG)
+    verdicts = [o.text for c in graded.cells for o in c.get("outputs", [])   # (the start marker: not in feedback)
+                if o.output_type == "stream" and o.text.startswith("[autograder]") and HIDDEN_START not in o.text]
+    assert verdicts and all(verdict_pattern(pt).match(v) for v in verdicts), verdicts
+    generate_feedback(tmp_path, CHAPTER)
+    pages = {s: html.unescape((tmp_path / "feedback" / s / CHAPTER / f"{CHAPTER}.html").read_text(encoding="utf-8"))
+             for s in ("pt_wrong", "en_wrong")}
+    assert f"{pt('Score')}:" in pages["pt_wrong"] and "Score:" not in pages["pt_wrong"]
+    assert verdicts[0].strip() in pages["pt_wrong"] and "hidden values checked" not in pages["pt_wrong"]
+    assert "Score:" in pages["en_wrong"] and "hidden values checked outside your kernel" in pages["en_wrong"]

@@ -1603,7 +1603,7 @@ if SC_ACC:
 # (k = 15) and the abstentions from 4 to 1, i.e. the vote converges on the label the model
 # prefers — the one greedy decoding and label scoring already give (both 0.500 on these
 # examples; k = 15 vs either: b = 2, c = 0, p = 0.5000). That is the book's "redução de variância,
-# não aumento de viés correto" (§5.7.2), measured: voting removes the sampling noise, and with it
+# não de aumento de viés correto" (§5.7.2), measured: voting removes the sampling noise, and with it
 # the lucky right answers; it cannot remove the model's bias toward `NEGATIVO`.
 
 # %% [markdown]
@@ -1656,7 +1656,7 @@ print("VOTO FINAL (self-consistency):", majority_vote([normalize_label(s) for s 
 #     Does section 9.5 support "templates reduce the effective entropy"? Which template did, by how much?
 # (b) What did self-consistency do as $k$ grew, compared with one greedy answer and with the
 #     label-scored answer of the same template? Relate it to the book's claim "redução de
-#     variância, não aumento de viés correto" (§5.7.2).
+#     variância, não de aumento de viés correto" (§5.7.2).
 # (c) In the BANANA experiment, which truncation side lost the instruction, and what would you
 #     do in a chat application whose history outgrows the window?
 # (d) Sections 9.6–9.8: did the demonstrations change the antonym answers? Quote zero-shot and
@@ -1700,7 +1700,7 @@ print("VOTO FINAL (self-consistency):", majority_vote([normalize_label(s) for s 
 # `POSITIVO` votes fell from 12 to 2 and the abstentions from 4 to 1: the vote converged on the
 # model's preferred label. Voting reduces the variance of the answer (the sampling noise, including
 # its lucky right answers) and cannot remove the systematic bias toward `NEGATIVO`: "redução de
-# variância, não aumento de viés correto". The book's own mixed review gave 2 readable samples out
+# variância, não de aumento de viés correto". The book's own mixed review gave 2 readable samples out
 # of 10 with the chat template (section 10, last cell), both `NEGATIVO`: a vote of 2, no consensus.
 #
 # (c) `side="left"` (keep the tail) dropped the instruction: `instruction kept: False`, the

@@ -1456,7 +1456,7 @@ else:
 # **Observe.** (Full mode; the policy is the offline stand-in SmolLM2-135M-Instruct, one training seed.)
 # The checks first: on the tiny Llama the shared-cache log-probs equal a full forward pass (max |diff|
 # `0.0e+00`), and on a batch where 6 of 12 ratios lie outside [0.8, 1.2], `grpo_loss` gives 0.033053
-# where TRL's `GRPOTrainer.compute_loss` gives 0.033053, with gradients equal to `4.8e-07` (gradient
+# where TRL's `GRPOTrainer.compute_loss` gives 0.033053, and the two gradients differ by at most `4.8e-07` (gradient
 # norm 2.277). Then the run: both mechanisms act. The clipped fraction of the second update, step by
 # step, is 0.000, 0.281, 0.123, 0.231, 0.236, 0.094: from the second update on, a share of the tokens
 # gets no gradient from the surrogate. The mean k3 KL to the reference is 0.0000, 0.0185, 0.0296,

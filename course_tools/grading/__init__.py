@@ -21,6 +21,9 @@ Around it: ``exchange`` (``nbgrader collect``: only folders owned by the account
 from the file system, refused folders kept aside), ``export`` (a CSV with no formula cell) and
 ``course_code`` (grader and kernels import the same course code, checked before any student).
 
+``i18n`` writes what a student reads outside her kernel (the verdict, the feedback's notes and page,
+the answer stubs, ``validate``'s report with its lines wrapped, not cut) in her edition's language.
+
 ``integrity`` is the one module imported inside the student's kernel (the end-of-cell check the
 autograder appends); ``selftest`` and ``attacks`` prove the flow on the real chapters (tests,
 ``llm-course selftest``).

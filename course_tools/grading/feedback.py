@@ -28,6 +28,10 @@ functions have seen its inputs (and may keep them in a global). So, in the feedb
   such as ``\\n``/``\\'``/``\\u00e9`` and tags): ``repr(In)`` or an HTML table of the source is
   caught; an output that holds one is withheld.
 
+Every note, placeholder and rebuilt message here is in the language the notebook's kernel printed
+in (its setup cell's ``LLM_COURSE_LANG``, ``course_tools/grading/i18n.py``), and so is the verdict
+line kept as the autograder's (:func:`~course_tools.grading.preprocessors.verdict_pattern`).
+
 (The executor updates a display only in the cell that runs, ``sandbox.LimitedExecution``: no
 later cell can rewrite an output shown here.) The autograded notebook and Formgrader keep every
 output and the full report for the instructor.
@@ -38,30 +42,31 @@ import builtins
 import html
 import json
 import re
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from nbgrader.preprocessors import NbGraderPreprocessor
 from nbformat.notebooknode import NotebookNode, from_dict
 from traitlets import List
 
-from course_tools.grading.preprocessors import HIDDEN_START, TAIL_MARK
+from course_tools.grading.i18n import N_, notebook_language, translator
+from course_tools.grading.preprocessors import HIDDEN_START, TAIL_MARK, verdict_pattern
 from course_tools.grading.render import FEEDBACK_MIME
 
 HIDDEN_REGION = re.compile(r"^([ \t]*)###\s*BEGIN HIDDEN TESTS.*?^[ \t]*###\s*END HIDDEN TESTS[^\n]*\n?", re.M | re.S)
-HIDDEN_PLACEHOLDER = "# [hidden tests: run and decided by the autograder; not shown in feedback]\n"
-WITHHELD = "raised while running a hidden check (details are not shown in feedback)"
-GENERIC_FAILURE = "hidden check(s) failed (details are not shown in feedback)"
-VERDICT = re.compile(r"\A\[autograder\] \d+ hidden values checked outside your kernel"
-                     r"(?: \(also with [A-Za-z0-9_, .-]+ removed\))?: all match\n?\Z")
+# The English texts below are shown in the submission's language (course_tools/grading/i18n.py).
+HIDDEN_PLACEHOLDER = N_("# [hidden tests: run and decided by the autograder; not shown in feedback]") + "\n"
+WITHHELD = N_("raised while running a hidden check (details are not shown in feedback)")
+GENERIC_FAILURE = N_("hidden check(s) failed (details are not shown in feedback)")
+VERDICT = verdict_pattern()   # VerifyRecords' line for a passing cell (English; a submission's own: its language)
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
-def redact_source(source: str) -> str:
-    """``source`` without its hidden region (one placeholder line instead) and the autograder's tail."""
+def redact_source(source: str, placeholder: str = HIDDEN_PLACEHOLDER) -> str:
+    """``source`` without its hidden region (one ``placeholder`` line instead) and the autograder's tail."""
     if TAIL_MARK in source:
         source = source[: source.index(TAIL_MARK)].rstrip("\n") + "\n"
     source = re.sub(r"^[ \t]*print\(" + re.escape(repr(HIDDEN_START)) + r"\)\n", "", source, flags=re.M)
-    return HIDDEN_REGION.sub(lambda m: m.group(1) + HIDDEN_PLACEHOLDER, source)
+    return HIDDEN_REGION.sub(lambda m: m.group(1) + placeholder, source)
 
 
 def hidden_lines(source: str) -> list[str]:
@@ -98,16 +103,19 @@ def _is_test_cell(cell: NotebookNode) -> bool:
     return cell.get("cell_type") == "code" and bool(meta.get("grade")) and not meta.get("solution")
 
 
-def _withheld_error(ename: str) -> NotebookNode:
-    return from_dict({"output_type": "error", "ename": ename, "evalue": WITHHELD,
-                      "traceback": [f"{ename}: {WITHHELD}"]})
+def _withheld_error(ename: str, text: str = WITHHELD) -> NotebookNode:
+    return from_dict({"output_type": "error", "ename": ename, "evalue": text,
+                      "traceback": [f"{ename}: {text}"]})
 
 
-INCOMPLETE = "this test cell did not run to its end (its error was hidden or it was skipped)"
-WITHHELD_AFTER = ("[feedback] {n} output(s) of this cell are not shown here{error}: it ran after the hidden checks "
-                  "of {first} had started, and from then on what the kernel prints may carry them (their code, "
-                  "their inputs). Your instructor sees every output; run the cell in your own notebook to see yours.\n")
-WITHHELD_MATCH = "[feedback] an output of this cell is not shown here: it holds a line of the hidden tests.\n"
+INCOMPLETE = N_("this test cell did not run to its end (its error was hidden or it was skipped)")
+WITHHELD_AFTER = N_("[feedback] {n} output(s) of this cell are not shown here{error}: it ran after the hidden checks "
+                    "of {first} had started, and from then on what the kernel prints may carry them (their code, "
+                    "their inputs). Your instructor sees every output; run the cell in your own notebook to see yours.") + "\n"
+WITHHELD_MATCH = N_("[feedback] an output of this cell is not shown here: it holds a line of the hidden tests.") + "\n"
+AMONG_THEM = N_(" (among them {error})")
+AN_ERROR = N_("an error")
+A_TEST_CELL = N_("a test cell")
 # Error classes named in a withheld cell's note (a name of the student's choosing could carry data).
 SHOWN_ERRORS = frozenset(n for n in dir(builtins) if isinstance(getattr(builtins, n), type)
                          and issubclass(getattr(builtins, n), BaseException)) | {"GradingLimit"}
@@ -207,12 +215,16 @@ class RedactHiddenTests(NbGraderPreprocessor):
     def preprocess(self, nb: NotebookNode, resources: Any) -> tuple[NotebookNode, Any]:
         """Find the first cell with a hidden region and the hidden lines, then redact cell by cell."""
         cells = nb.get("cells", [])
+        # the notes, verdict and messages in the language the notebook's kernel printed in
+        self._t = _t = translator(notebook_language(nb))
+        self._verdict = verdict_pattern(_t)
         first = next((i for i, c in enumerate(cells) if _has_hidden_region(c)), None)
         self._first = first
-        self._first_name = (str(cells[first].get("metadata", {}).get("nbgrader", {}).get("grade_id") or "a test cell")
+        self._first_name = (str(cells[first].get("metadata", {}).get("nbgrader", {}).get("grade_id") or _t(A_TEST_CELL))
                             if first is not None else "")
         sources = [c.source for c in cells if _is_test_cell(c)]
-        public = "\n".join(redact_source(c.source) if _is_test_cell(c) else str(c.get("source", "")) for c in cells)
+        public = "\n".join(redact_source(c.source, _t(HIDDEN_PLACEHOLDER.rstrip("\n")) + "\n")
+                           if _is_test_cell(c) else str(c.get("source", "")) for c in cells)
         self._hidden = HiddenLines(sources, public)
         return super().preprocess(nb, resources)
 
@@ -226,26 +238,38 @@ class RedactHiddenTests(NbGraderPreprocessor):
             cell["outputs"] = self._withhold(list(cell.get("outputs", [])), [])
         hidden = getattr(self, "_hidden", None)
         if hidden is not None:
-            cell["outputs"] = [_note(WITHHELD_MATCH) if hidden.found_in(o) else o for o in cell.get("outputs", [])]
+            match = self._tr(WITHHELD_MATCH.rstrip("\n")) + "\n"
+            cell["outputs"] = [_note(match) if hidden.found_in(o) else o for o in cell.get("outputs", [])]
         return cell, resources
+
+    @property
+    def _tr(self) -> "Callable[[str], str]":
+        return getattr(self, "_t", str)
+
+    @property
+    def _verdict_re(self) -> "re.Pattern[str]":
+        return getattr(self, "_verdict", VERDICT)
 
     def _withhold(self, kernel_outputs: list[Any], trusted: list[NotebookNode]) -> list[NotebookNode]:
         """``trusted`` (written by the autograder outside the kernel), after one note for the
         ``kernel_outputs`` withheld (none when there are none)."""
         if not kernel_outputs:
             return trusted
+        _t = self._tr
         names = [str(o.get("ename")) for o in kernel_outputs if o.get("output_type") == "error"]
         error = ""
         if names:
-            shown = names[-1] if names[-1] in SHOWN_ERRORS else "an error"
-            error = f" (among them {shown})" if shown != "an error" else " (among them an error)"
-        note = _note(WITHHELD_AFTER.format(n=len(kernel_outputs), error=error, first=self._first_name))
+            shown = names[-1] if names[-1] in SHOWN_ERRORS else _t(AN_ERROR)
+            error = _t(AMONG_THEM).format(error=shown)
+        note = _note(_t(WITHHELD_AFTER.rstrip("\n")).format(n=len(kernel_outputs), error=error,
+                                                            first=self._first_name) + "\n")
         return [note, *trusted]
 
     def _redact_test_cell(self, cell: NotebookNode, resources: Any, after: bool) -> tuple[NotebookNode, Any]:
         """A test cell: source without its hidden region; outputs as the module docstring says."""
+        _t = self._tr
         hidden = hidden_lines(cell.source)
-        cell.source = redact_source(cell.source)
+        cell.source = redact_source(cell.source, _t(HIDDEN_PLACEHOLDER.rstrip("\n")) + "\n")
         outputs: list[NotebookNode] = []
         trusted: list[NotebookNode] = []   # what the autograder wrote, rebuilt from its own text
         kernel: list[Any] = []             # what came out of the kernel
@@ -262,16 +286,16 @@ class RedactHiddenTests(NbGraderPreprocessor):
             if kind == "error" and out.get("ename") in ("HiddenTestFailed", "IncompleteTestCell"):
                 ename = str(out.get("ename"))
                 if ename == "IncompleteTestCell":   # RequireIntegrityCheck's fixed text (a kernel can raise one too)
-                    evalue = INCOMPLETE
+                    evalue = _t(INCOMPLETE)
                 else:
-                    evalue = str(safe.get("evalue")) if safe and safe.get("evalue") else GENERIC_FAILURE
+                    evalue = str(safe.get("evalue")) if safe and safe.get("evalue") else _t(GENERIC_FAILURE)
                     safe = None
                 rebuilt = from_dict({"output_type": "error", "ename": ename, "evalue": evalue,
                                      "traceback": [f"{ename}: {evalue}"]})
                 outputs.append(rebuilt)
                 trusted.append(rebuilt)
                 continue
-            if kind == "stream" and i == len(raw) - 1 and VERDICT.match(out.get("text", "")):
+            if kind == "stream" and i == len(raw) - 1 and self._verdict_re.match(out.get("text", "")):
                 outputs.append(out)   # the autograder's own line (VerifyRecords), appended after the run
                 trusted.append(out)
                 continue
@@ -290,7 +314,7 @@ class RedactHiddenTests(NbGraderPreprocessor):
             if kind == "error":
                 trace = _ANSI.sub("", "\n".join(str(t) for t in out.get("traceback", [])) + "\n" + str(out.get("evalue", "")))
                 if in_hidden or any(line in str(out.get("evalue", "")) for line in hidden):
-                    outputs.append(_withheld_error(str(out.get("ename", "Error"))))
+                    outputs.append(_withheld_error(str(out.get("ename", "Error")), _t(WITHHELD)))
                 elif _marks_hidden(trace) or any(line in trace for line in hidden):
                     # a visible check failed next to the hidden region: its context lines go
                     out["traceback"] = [_drop_lines(str(t), hidden) for t in out.get("traceback", [])]

@@ -17,6 +17,13 @@ carries the same code and grade ids, but its locked question cells and its setup
 edition's text. Such a cell, byte for byte as the edition released it, is checked as the English
 source (no warning) and then keeps the edition's trusted text, so the autograded notebook and the
 feedback read in the student's language; anything else is restored from the source as above.
+
+An edition's answer cells are released with the edition's stub (``# SEU CÓDIGO AQUI``,
+``EditionClearSolutions`` in ``course_tools/grading/i18n.py``), whose checksum is not the one the
+gradebook holds (the English release's). nbgrader scores an answer left as released 0 (and
+comments "No response.") by comparing checksums, so an answer cell that is byte for byte the
+answer an edition released (trusted text from the course checkout) gets that checksum: a blank
+Portuguese written answer scores 0, as a blank English one does.
 """
 from __future__ import annotations
 
@@ -44,12 +51,12 @@ class CourseOverwriteCells(OverwriteCells):
 
     def _edition_texts(self) -> dict[str, set[tuple[str, str]]]:
         """``grade_id -> {(cell type, source)}`` of the locked, ungraded cells (questions, the setup
-        cell) of this notebook in every edition's release (``pt_BR/notebooks``, course_tools/translation.py):
+        cell) of this notebook in every edition's release (``pt_BR/notebooks``, course_tools/editions.py):
         trusted text from the course checkout, never from a submission."""
         key = (self.assignment_id, self.notebook_id)
         cache = getattr(self, "_edition_cache", {})
         if key not in cache:
-            from course_tools.translation import LANGUAGES, edition_dir
+            from course_tools.editions import LANGUAGES, edition_dir
 
             texts: dict[str, set[tuple[str, str]]] = {}
             for lang in LANGUAGES:
@@ -62,6 +69,24 @@ class CourseOverwriteCells(OverwriteCells):
                         texts.setdefault(meta["grade_id"], set()).add((c.cell_type, c.source))
             cache[key] = texts
             self._edition_cache = cache
+        return cache[key]
+
+    def _edition_answers(self) -> dict[str, set[tuple[str, str]]]:
+        """``grade_id -> {(cell type, source)}`` of the answer (solution) cells of this notebook as
+        every edition released them (its stubs): trusted text from the course checkout."""
+        key = (self.assignment_id, self.notebook_id)
+        cache = getattr(self, "_answers_cache", {})
+        if key not in cache:
+            from course_tools.grading.i18n import edition_release
+
+            texts: dict[str, set[tuple[str, str]]] = {}
+            for path in edition_release(self.assignment_id, self.notebook_id):
+                for c in nbformat.read(path, as_version=4).cells:
+                    meta = c.get("metadata", {}).get("nbgrader", {})
+                    if meta.get("grade_id") and meta.get("solution"):
+                        texts.setdefault(meta["grade_id"], set()).add((c.cell_type, c.source))
+            cache[key] = texts
+            self._answers_cache = cache
         return cache[key]
 
     def preprocess_cell(self, cell: Any, resources: Any, cell_index: int) -> tuple[Any, Any]:
@@ -84,6 +109,10 @@ class CourseOverwriteCells(OverwriteCells):
         cell, resources = super().preprocess_cell(cell, resources, cell_index)
         if edition_text is not None and not utils.is_grade(cell) and not utils.is_solution(cell):
             cell.source = edition_text
+        if (grade_id is not None and utils.is_solution(cell)
+                and (cell.cell_type, cell.source) in self._edition_answers().get(grade_id, set())):
+            # an answer left exactly as an edition released it: "unchanged", as nbgrader judges an English one
+            cell.metadata.nbgrader["checksum"] = utils.compute_checksum(cell)
         return cell, resources
 
     def add_missing_grade_cells(self, nb: Any, resources: Any) -> tuple[Any, Any]:  # type: ignore[override]

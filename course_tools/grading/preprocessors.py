@@ -39,12 +39,13 @@ import os
 import re
 import secrets
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from nbgrader.preprocessors import NbGraderPreprocessor
 from nbformat.notebooknode import NotebookNode, from_dict
 
 from course_tools.grading.cells import _meta
+from course_tools.grading.i18n import N_
 from course_tools.grading.cells import is_test_cell as _is_test_cell
 
 # One token per autograde process: the sanitising and the executing step of `nbgrader autograde`
@@ -367,6 +368,24 @@ class StripReferenceBlocks(NbGraderPreprocessor):
         return cell, resources
 
 
+VERDICT_ALL_MATCH = N_("[autograder] {n} hidden values checked outside your kernel{extra}: all match")
+VERDICT_ALSO_WITHOUT = N_(" (also with {packages} removed)")
+
+
+def verdict(n: int, without: list[str] | None, _t: Callable[[str], str] = str) -> str:
+    """The line a passing test cell gets: ``n`` hidden values matched (also with ``without`` removed)."""
+    extra = _t(VERDICT_ALSO_WITHOUT).format(packages=", ".join(without)) if without else ""
+    return _t(VERDICT_ALL_MATCH).format(n=n, extra=extra) + "\n"
+
+
+def verdict_pattern(_t: Callable[[str], str] = str) -> "re.Pattern[str]":
+    """What :func:`verdict` writes, in the language of ``_t`` (the feedback keeps only that line)."""
+    extra = re.escape(_t(VERDICT_ALSO_WITHOUT)).replace(re.escape("{packages}"), "[A-Za-z0-9_, .-]+")
+    line = re.escape(_t(VERDICT_ALL_MATCH)).replace(re.escape("{n}"), r"\d+").replace(re.escape("{extra}"),
+                                                                                      f"(?:{extra})?")
+    return re.compile(r"\A" + line + r"\n?\Z")
+
+
 class VerifyRecords(NbGraderPreprocessor):
     """Decide every autograded test cell outside the student's kernel (autograding step).
 
@@ -376,6 +395,9 @@ class VerifyRecords(NbGraderPreprocessor):
     compares them with the submission's, removes the record outputs, and gives the cell an error
     output naming what differs (nbgrader then scores it 0) or a one-line summary when everything
     matches. Nothing that came out of the student's kernel is executed: records are parsed as data.
+
+    What the student reads (the verdict, the feedback's form of a failure) is in the language of the
+    submission's edition (``course_tools/grading/i18n.py``); the instructor's form names the values in English.
 
     Test cells whose hidden region holds a ``### BEGIN PROBE WITHOUT <packages>`` block are recorded a second time
     in a sandboxed kernel where those packages do not exist (``course_tools/grading/probe.py``); both sets of
@@ -389,8 +411,12 @@ class VerifyRecords(NbGraderPreprocessor):
         from course_tools.grading.render import FEEDBACK_MIME
         from course_utils.records import MIME, RecordError, verify_cell_detailed
 
+        from course_tools.grading.i18n import notebook_language, translator
+
         source, root = self._source(resources)
         refs = self._references(source, root)
+        # what the student reads is in the language of the submission's edition (course_tools/grading/i18n.py)
+        _t = translator(notebook_language(nb))
         # exercises that must be written without a library: recorded again where it does not exist
         workdir = Path(resources.get("metadata", {}).get("path") or ".")
         cell_timeout = self.config.Execute.get("timeout", 120) if "Execute" in self.config else 120
@@ -411,12 +437,12 @@ class VerifyRecords(NbGraderPreprocessor):
                 else:
                     kept.append(out)
             try:
-                detailed, n = verify_cell_detailed(recs, refs[gid])
+                detailed, n = verify_cell_detailed(recs, refs[gid], _t)
                 problems = [full for full, _ in detailed]
                 safe = [for_student for _, for_student in detailed]
                 if gid in plan:
                     without = ", ".join(plan[gid])
-                    d2, _ = verify_cell_detailed(json.loads(json.dumps(probe_recs.get(gid, []))), refs[gid + PROBE_SUFFIX])
+                    d2, _ = verify_cell_detailed(json.loads(json.dumps(probe_recs.get(gid, []))), refs[gid + PROBE_SUFFIX], _t)
                     p2 = [full for full, _ in d2]
                     if p2:
                         why = "; ".join(probe_errors.get(gid, [])[:1]) or "; ".join(p[:300] for p in p2[:2])
@@ -424,12 +450,14 @@ class VerifyRecords(NbGraderPreprocessor):
                             why += f"; there, one of your cells failed with {probe_errors[ANSWER_ERRORS][0]}"
                         problems.append(f"this exercise must work without {without}: run again where {without} "
                                         f"is not installed, it does not give the same results ({why})")
-                        safe.append(f"this exercise must work without {without}: run again where {without} "
-                                    f"is not installed, it does not give the same results ({d2[0][1][:300]})")
+                        safe.append(_t("this exercise must work without {packages}: run again where {packages} "
+                                       "is not installed, it does not give the same results ({why})").format(
+                                           packages=without, why=d2[0][1][:300]))
             except (KeyError, RecordError) as exc:
                 raise RuntimeError(f"no usable reference records for test cell {gid}: {exc}") from exc
             if problems:
-                head = f"{len(problems)} hidden check(s) failed (decided by the autograder outside your kernel):\n- "
+                head = _t("{n} hidden check(s) failed (decided by the autograder outside your kernel):").format(
+                    n=len(problems)) + "\n- "
                 msg = head + "\n- ".join(p[:600] for p in problems[:8])
                 # the student's feedback shows this form instead (course_tools/grading/feedback.py)
                 kept.append(from_dict({"output_type": "display_data", "metadata": {},
@@ -438,10 +466,8 @@ class VerifyRecords(NbGraderPreprocessor):
                 kept.append(from_dict({"output_type": "error", "ename": "HiddenTestFailed", "evalue": msg,
                                        "traceback": ["HiddenTestFailed: " + msg]}))
             else:
-                extra = f" (also with {', '.join(plan[gid])} removed)" if gid in plan else ""
                 kept.append(from_dict({"output_type": "stream", "name": "stdout",
-                                       "text": f"[autograder] {n} hidden values checked outside your kernel{extra}: "
-                                               "all match\n"}))
+                                       "text": verdict(n, plan.get(gid), _t)}))
             cell["outputs"] = kept
         return nb, resources
 
