@@ -341,9 +341,18 @@ def read_catalogue(path: Path):  # -> Catalog
 
 
 def write_catalogue(cat, path: Path) -> None:
-    """Write a catalogue as ``.po`` (entries in template order, no line wrapping: stable diffs)."""
+    """Write a catalogue as ``.po`` (entries in template order, no line wrapping: stable diffs).
+
+    The course writes no translator comments (``# ...``) on entries: the cell is an automatic
+    comment (``#.``). What Babel reads back as translator comments are the pieces of a fuzzy entry's
+    previous English (``#| msgid``), which it wraps at 76 columns and cannot parse again; they are
+    dropped here, so a fuzzy entry shows its previous English until it is translated, and no debris
+    stays behind."""
     from babel.messages.pofile import write_po
 
+    for message in cat:
+        if message.id:
+            message.user_comments = []
     path.parent.mkdir(parents=True, exist_ok=True)
     buf = io.BytesIO()
     write_po(buf, cat, width=0, include_previous=True, sort_output=False, omit_header=False)
