@@ -132,29 +132,28 @@ def install() -> None:
         self.stream.write(_t(self)("The following cell passed:") + "\n\n")
         self.stream.write(self._indent(source) + "\n\n")
 
+    def _write_banner(self: Any, template: str, **fields: int) -> None:
+        self.stream.write(textwrap.fill(_banner(self, template).format(**fields), width=self.width))
+
     def _print_num_type_changed(self: Any, num_changed: int) -> None:
         if num_changed:
-            self.stream.write(textwrap.fill(_banner(self, self.type_changed_warning).format(num_changed=num_changed),
-                                            width=self.width))
+            _write_banner(self, self.type_changed_warning, num_changed=num_changed)
 
     def _print_num_changed(self: Any, num_changed: int) -> None:
         if num_changed:
-            self.stream.write(textwrap.fill(_banner(self, self.changed_warning).format(num_changed=num_changed),
-                                            width=self.width))
+            _write_banner(self, self.changed_warning, num_changed=num_changed)
 
     def _print_num_failed(self: Any, num_failed: int) -> None:
         if num_failed == 0:
             self.stream.write(_t(self)("Success! Your notebook passes all the tests.") + "\n")
         else:
-            self.stream.write(textwrap.fill(_banner(self, self.failed_warning).format(num_failed=num_failed),
-                                            width=self.width))
+            _write_banner(self, self.failed_warning, num_failed=num_failed)
 
     def _print_num_passed(self: Any, num_passed: int) -> None:
         if num_passed == 0:
             self.stream.write(_t(self)("Success! The notebook does not pass any tests.") + "\n")
         else:
-            self.stream.write(textwrap.fill(_banner(self, self.passed_warning).format(num_passed=num_passed),
-                                            width=self.width))
+            _write_banner(self, self.passed_warning, num_passed=num_passed)
 
     def validate(self: Any, filename: str) -> Any:
         import nbformat
