@@ -66,6 +66,8 @@ _MATH_RE = re.compile(r"\$\$.+?\$\$|\$[^$]+\$", re.S)   # inline math may wrap o
 _LINK_RE = re.compile(r"\]\(([^)\s]+)\)|(?<![(\w])(https?://[^\s)>\]]+)")
 _FIELD_RE = re.compile(r"\{[a-z_]+\}")  # str.format fields of the checks' message templates
 _NUMBER_RE = re.compile(r"(?<![\w.])\d+(?:\.\d+)*(?:[eE][-+]?\d+)?")
+# the statement's marker of a graded clause (course_tools/clauses.py): an edition keeps every one
+_CLAUSE_RE = re.compile(r"<!--\s*clause(?:-all)?:[^>]*-->")
 # A Portuguese source quoted in its own words keeps its decimal comma ("5,4 milhões", note 003): inside a
 # quotation a comma between digits that does not start a group of exactly three is a decimal point.
 _QUOTED_RE = re.compile(r'"[^"]*"|“[^”]*”|«[^»]*»')
@@ -78,6 +80,8 @@ def _source_decimals(text: str) -> str:
 # The checks whose first argument (check_true: second) is a message a student reads.
 _NAMED_CHECKS = {"check_close": 0, "check_equal": 0, "check_shape": 0, "check_type": 0, "to_numpy": 1,
                  "check_true": 1}
+# course_utils.grading's message templates written in test cells: msg("… {field} …", field=…), passed("…")
+_TEMPLATES = {"msg": 0, "passed": 0}
 
 
 class TranslationError(RuntimeError):
@@ -145,7 +149,7 @@ def translatable(block: str) -> bool:
 
 def protected(text: str) -> dict[str, Counter]:
     """The parts of a block a translation must keep: code blocks, inline code, formulas, link
-    targets, numbers, message fields."""
+    targets, numbers, message fields, clause markers (``<!-- clause: id -->``)."""
     blocks = [m.group(0) for m in _FENCED_RE.finditer(text)]
     text = _FENCED_RE.sub(" ", text)   # a fence (in a list item too) is not an inline span
     no_code = _CODE_RE.sub(" ", text)
@@ -157,7 +161,8 @@ def protected(text: str) -> dict[str, Counter]:
 
     return {"code blocks": Counter(blocks), "inline code": norm(_CODE_RE.findall(text)), "math": norm(_MATH_RE.findall(no_code)),
             "links": Counter(links), "numbers": Counter(_NUMBER_RE.findall(_source_decimals(plain))),
-            "placeholders": Counter(_FIELD_RE.findall(plain))}
+            "placeholders": Counter(_FIELD_RE.findall(plain)),
+            "clause markers": norm(_CLAUSE_RE.findall(text))}
 
 
 def protected_problems(msgid: str, msgstr: str) -> list[str]:
@@ -221,21 +226,58 @@ def _string_at(call: ast.Call, pos: int) -> str | None:
     return None
 
 
-def check_names(source: str) -> list[str]:
-    """The literal messages a cell's code hands to the checks (``check_close("name", ...)`` ...)."""
+def _calls(source: str) -> list[tuple[str | None, ast.AST]]:
+    """``(function name, node)`` of every call and ``raise`` in a cell's code (none if it is not Python)."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return []
+    return [(node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None), node)
+            if isinstance(node, ast.Call) else (None, node)
+            for node in ast.walk(tree) if isinstance(node, (ast.Call, ast.Raise))]
+
+
+def _literal_arguments(source: str, positions: dict[str, int]) -> list[str]:
+    """The string literals a cell's code passes, at ``positions[fn]``, to the functions named there."""
+    return [s for fn, node in _calls(source) if fn in positions for s in [_string_at(node, positions[fn])] if s]
+
+
+def check_names(source: str) -> list[str]:
+    """The literal messages a cell's code hands to the checks (``check_close("name", ...)`` ...) and
+    to :mod:`course_utils.grading`'s ``msg`` / ``passed``."""
+    return _literal_arguments(source, {**_NAMED_CHECKS, **_TEMPLATES})
+
+
+def untranslatable_messages(source: str) -> list[str]:
+    """What a test cell's visible part shows a student that no catalogue can translate.
+
+    An f-string (or any built string) as a check's name or message, a ``print`` of text, a
+    ``raise AssertionError`` with its own text: write ``msg("… {x} …", x=…)``, ``passed()`` and
+    ``raise AssertionError(msg("…"))`` instead (:mod:`course_utils.grading`). The hidden part is not
+    looked at: it only records, and the autograder writes its verdicts in the student's language.
+    """
     out = []
-    for node in ast.walk(tree):
+    for fn, node in _calls(source.split("### BEGIN HIDDEN TESTS")[0]):
         if isinstance(node, ast.Call):
-            fn = node.func.id if isinstance(node.func, ast.Name) else node.func.attr if isinstance(node.func, ast.Attribute) else None
-            if fn in _NAMED_CHECKS:
-                s = _string_at(node, _NAMED_CHECKS[fn])
-                if s:
-                    out.append(s)
+            pos = {**_NAMED_CHECKS, **_TEMPLATES}.get(fn)
+            if pos is not None and len(node.args) > pos:
+                arg = node.args[pos]
+                literal = isinstance(arg, ast.Constant) and isinstance(arg.value, str)
+                wrapped = isinstance(arg, ast.Call) and getattr(arg.func, "id", None) == "msg"
+                if not literal and not (wrapped and fn not in _TEMPLATES):
+                    out.append(f"line {node.lineno}: {fn}(...) gets a built string, {ast.unparse(arg)[:70]}")
+            if fn == "print" and any(isinstance(a, (ast.Constant, ast.JoinedStr)) for a in node.args):
+                out.append(f"line {node.lineno}: print of text ({ast.unparse(node)[:60]}): use passed()")
+        if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args:
+            arg = node.exc.args[0]
+            if not (isinstance(arg, ast.Call) and getattr(arg.func, "id", None) == "msg"):
+                out.append(f"line {node.lineno}: raise with its own text ({ast.unparse(arg)[:60]}): wrap it in msg()")
     return out
+
+
+def message_templates(source: str) -> list[str]:
+    """The templates a cell's code hands to ``msg("…", field=…)`` (their ``{fields}`` filled at run time)."""
+    return _literal_arguments(source, {"msg": 0})
 
 
 def messages_template(root: Path | None = None):  # -> Catalog
@@ -257,12 +299,15 @@ def messages_template(root: Path | None = None):  # -> Catalog
         for i, cell in enumerate(nb.cells):
             if cell.cell_type != "code":
                 continue
+            templates = set(message_templates(cell.source))
             for name in check_names(cell.source):
-                if "{" in name or name in cat:   # a name containing braces is not a template
-                    if name in cat:
-                        cat[name].locations.append((f"{chapter}.ipynb", i))
+                if name in cat:
+                    cat[name].locations.append((f"{chapter}.ipynb", i))
                     continue
-                cat.add(name, locations=[(f"{chapter}.ipynb", i)])
+                if "{" in name and name not in templates:   # braces outside msg(): not a template
+                    continue
+                cat.add(name, locations=[(f"{chapter}.ipynb", i)],
+                        flags=["python-brace-format"] if "{" in name else [])
     return cat
 
 

@@ -66,6 +66,8 @@ __all__ = [
     "check_close",
     "check_equal",
     "check_true",
+    "msg",
+    "passed",
     "assert_untampered",
     "switched_off",
     "record",
@@ -280,6 +282,23 @@ def check_true(condition: bool, message: str) -> None:
     """``assert`` that survives ``python -O`` and always carries a student-facing message."""
     if condition is not True and not (type(condition) is _np_bool and condition.item() is True):
         raise AssertionError(_tr(message))
+
+
+def msg(template: str, /, **fields: Any) -> str:
+    """A test cell's message with values in it, in the edition's language.
+
+    ``msg("tempered_softmax(x, tau={tau})", tau=tau)``: the template is the catalogue entry
+    (``course_utils.po``, extracted from the test cells), its fields are filled after the lookup, so
+    the Portuguese edition prints ``"tempered_softmax(x, tau=0.5)"``'s translation with the same
+    values. Use it wherever a visible test builds a message (a ``check_*`` name, a ``check_true``
+    message, ``raise AssertionError(msg(...))``) instead of an f-string, which no catalogue can hold.
+    """
+    return _tr(template).format(**fields)
+
+
+def passed(message: str = "Visible tests passed.") -> None:
+    """Print the line a test cell ends with when its visible checks pass, in the edition's language."""
+    print(_tr(message))
 
 
 def _short(x: Any, limit: int = 80) -> str:
@@ -578,6 +597,8 @@ def _outside_the_kernel() -> tuple[str, ...]:
         return message
 
     return (
+        # the line a test cell prints when its visible checks pass (passed())
+        _tr("Visible tests passed."),
         # the hidden checks' verdict (course_tools/grading/preprocessors.py, VerifyRecords)
         _tr("[autograder] {n} hidden values checked outside your kernel{extra}: all match"),
         _tr(" (also with {packages} removed)"),

@@ -251,9 +251,15 @@ def paired_mde(sd: float, n: int, power: float = 0.8, alpha: float = 0.05) -> fl
 
     ``statsmodels.stats.power.TTestPower().solve_power(nobs=n, alpha=alpha, power=power)`` gives
     the standardized effect; times ``sd`` (the standard deviation of the differences, fixed in
-    advance or from a pilot) it is in the measurement's units. What a null result can rule out is
-    said with this number fixed before the run, never with the "observed power" of the run itself
-    (a function of its p-value).
+    advance or from a pilot) it is in the measurement's units.
+
+    What it is for: sizing a run *before* it happens (how many pairs detect an effect worth
+    finding). What it is not for: reading a run that found nothing. A null result says what its
+    interval says (:func:`paired_t`: every difference inside it is compatible with the data, those
+    outside are excluded), or what an equivalence test with a margin fixed in advance says; never
+    "no effect of the MDE or more", which is wrong whenever the MDE lies inside the interval, and
+    never with the "observed power" of the run itself (a function of its p-value).
+    ``course_tools/null_results.py`` flags that reading in the chapters' prose.
     """
     from statsmodels.stats.power import TTestPower
 

@@ -242,3 +242,28 @@ def test_feedback_page_in_the_notebooks_language(lang, pt):
         assert t(label) in html, label
     if lang:
         assert "Late submission penalty" not in html and "(Score:" not in html and "Student's answer" not in html
+
+
+# Chapters whose visible tests still build English text (f-strings, prints, raises with their own
+# text), with how many places: each is converted with a full-mode rebuild (the test cells' code
+# changes). The count may only go down.
+OPEN = {"04_lm_head_logit_lens": 4, "08_gpt2_sampling_kv_cache": 10, "10_pretraining_shakespeare": 11,
+        "11_quantization": 9, "12_lora_qlora": 1}
+
+
+def test_untranslatable_messages_are_found():
+    src = ('check_close(f"f(x={x})", a, b)\ncheck_close(msg("f(x={x})", x=x), a, b)\ncheck_true(c, "ok")\n'
+           'print("visible tests passed")\npassed()\nraise AssertionError("no")\nraise AssertionError(msg("no"))\n'
+           '### BEGIN HIDDEN TESTS\nprint(f"{x}")\n')
+    found = tr.untranslatable_messages(src)
+    assert sorted(f.split(":")[0] for f in found) == ["line 1", "line 4", "line 6"], found
+    assert tr.message_templates(src) == ["f(x={x})", "no"]
+
+
+@pytest.mark.parametrize("ch", tr.chapters(ROOT))
+def test_visible_tests_write_messages_a_catalogue_can_translate(ch):
+    nb = nbformat.read(ROOT / "solutions" / ch / f"{ch}.ipynb", as_version=4)
+    found = [f"cell {c.metadata['nbgrader']['grade_id']}, {p}" for c in nb.cells
+             if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("grade")
+             and not c.metadata["nbgrader"].get("solution") for p in tr.untranslatable_messages(c.source)]
+    assert len(found) <= OPEN.get(ch, 0), f"{ch}: a Portuguese student would read these in English:\n" + "\n".join(found)

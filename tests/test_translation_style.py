@@ -104,6 +104,23 @@ def test_no_english_thousands_commas_in_pt_br_prose():
     assert not bad, "write thousands with a space in pt-BR prose (GLOSSARY.md 3.3: \"2,048\" -> \"2 048\"):\n" + "\n".join(bad)
 
 
+# --- the glossary's "never" ------------------------------------------------------------------------
+# GLOSSARY.md: raise `ValueError` -> "lance um `ValueError`", "Nunca 'levante'" (a calque of *raise*).
+RAISE_CALQUE = re.compile(r"\b[Ll]evant(?:e|a|am|ar|ará|ando)\b(?=[^.]{0,40}?(?:Error`|exce[çc]ão|exce[çc]ões|\berro\b))")
+
+
+def test_raise_calque_is_caught():
+    assert RAISE_CALQUE.search("Levante um `ValueError` quando `tau` ≤ 0.")
+    assert RAISE_CALQUE.search("a função levanta uma exceção")
+    assert not RAISE_CALQUE.search("Lance um `ValueError`; levantamos os dados do corpus.")
+
+
+def test_raise_is_lancar_not_levantar():
+    bad = [f"{ch}: {m.string[max(0, x.start() - 30):x.end() + 40]!r}" for ch, m in _po_entries()
+           for x in RAISE_CALQUE.finditer(m.string)]
+    assert not bad, "GLOSSARY.md: raise `ValueError` -> \"lance um `ValueError`\", never \"levante\":\n" + "\n".join(bad)
+
+
 # --- quotations -----------------------------------------------------------------------------------
 _QUOTE = re.compile(r'"([^"\n]*(?:\n[^"\n]*)*?)"|“([^”]*?)”|«([^»]*?)»')
 # What says a sentence cites a source, and which one: the book (004) or a note (000-003).

@@ -26,6 +26,9 @@
 #
 # Every function you write is checked against the library that does the same job in practice
 # (`tokenizers`, `transformers`, PyTorch's `scaled_dot_product_attention`).
+#
+# Define each graded function in its answer cell in this notebook (helpers of your own are fine): the
+# hidden tests check where each one is defined. <!-- clause-all: defined-here -->
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # Setup: on Colab this installs the course; locally `make lab` already did.
@@ -231,11 +234,24 @@ show_batch(bert_tokenizer([text], ["It is a good book."], truncation="only_secon
 #
 # ### Exercise 1 (3 points): `wordpiece_tokenize_word`
 #
-# Implement WordPiece for **one word** (the normalizer and pre-tokenizer have already run). Work on
-# characters (Python `str` indexing), so `é` counts as one character. `vocab` is anything that
-# supports `token in vocab` (a `dict` token → id such as `bert_tokenizer.get_vocab()`, or a `set`).
+# Implement WordPiece for **one word** (the normalizer and pre-tokenizer have already run), following
+# rules 1–3 above: take the longest prefix of the rest of the word that is in `vocab`, looking up (and
+# returning) every piece after the first with `prefix` in front, and return `[unk_token]` alone, for
+# the whole word, as soon as no prefix matches. <!-- clause: value --> An empty word has no pieces:
+# return `[]`. <!-- clause: empty-word --> Look the word up exactly as given, without lower-casing it:
+# that is the normalizer's job, and the tests also use cased vocabularies. <!-- clause: as-given -->
+# Work on characters (Python `str` indexing), so `é` counts as one character: a word with more than
+# `max_chars` characters (`len(word) > max_chars`) is `[unk_token]` without trying, and a word of
+# exactly `max_chars` characters is still split. <!-- clause: max-chars --> Use the arguments
+# `unk_token`, `prefix` and `max_chars` rather than hard-coded values: the tests pass others (such as
+# `<unk>` and `@@`). <!-- clause: arguments --> `vocab` is anything that supports `token in vocab` (a
+# `dict` token → id such as `bert_tokenizer.get_vocab()`, or a `set`).
+#
 # This exercise and the next two are the algorithms themselves: the autograder also runs them where
-# `tokenizers` and `transformers` are not installed, with this notebook's imports only.
+# `tokenizers` and `transformers` are not installed, with this notebook's imports only. Implement the
+# algorithm yourself, with `str` slicing and `in vocab`: your function must not call or import a
+# tokenizer library (`tokenizers`, `transformers`, `sentencepiece`, `tiktoken`), and a hidden test
+# switches them off while it runs. <!-- clause: no-library -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex1_wordpiece", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def wordpiece_tokenize_word(word, vocab, unk_token="[UNK]", prefix="##", max_chars=100):
@@ -269,7 +285,7 @@ def wordpiece_tokenize_word(word, vocab, unk_token="[UNK]", prefix="##", max_cha
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex1_wordpiece", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-from course_utils.grading import check_equal, check_true, check_type
+from course_utils.grading import check_equal, check_true, check_type, msg, passed
 
 _V = {"ted", "##dy", "##d", "##y", "t", "##e", "[UNK]"}
 _r = wordpiece_tokenize_word("teddy", _V)
@@ -301,14 +317,15 @@ check_equal("wordpiece_tokenize_word('teddy', V2, unk_token='<unk>', max_chars=4
             wordpiece_tokenize_word("teddy", _V2, unk_token="<unk>", max_chars=4), ["<unk>"])
 _bv = bert_tokenizer.get_vocab()
 for _w in ["shakespearean", "honorificabilitudinitatibus", "doth", "book"]:
-    check_equal(f"wordpiece_tokenize_word({_w!r}, BERT's vocabulary)", wordpiece_tokenize_word(_w, _bv),
+    check_equal(msg("wordpiece_tokenize_word({word}, BERT's vocabulary)", word=repr(_w)), wordpiece_tokenize_word(_w, _bv),
                 bert_tokenizer.tokenize(_w))
-print("visible tests passed")
+passed()
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 import random
 from course_utils.data import load_work
 from course_utils.grading import record, switched_off
+# clause: defined-here
 record("module of wordpiece_tokenize_word (it must be defined in this notebook)", wordpiece_tokenize_word.__module__)
 
 
@@ -342,6 +359,7 @@ def _names(fn, _seen=None):
 
 
 # the names are collected in this kernel; the autograder compares the list (it must be empty)
+# clause: no-library
 record("tokenizer-library names that wordpiece_tokenize_word uses (it must implement the algorithm, not call a library)",
        sorted(_names(wordpiece_tokenize_word) & {"WordPiece", "tokenizers", "backend_tokenizer", "bert_tokenizer",
                                                  "convert_ids_to_tokens", "backend", "model", "WordpieceTokenizer"}))
@@ -366,6 +384,7 @@ for _case in range(60):
                     f"unk_token={_unk!r}, prefix={_pre!r}, max_chars={_mc}", _voc_list, _ws,
                     {"unk_token": _unk, "prefix": _pre, "max_chars": _mc}))
 for _key, _vl, _ws, _k in _random:
+    # clause: value, empty-word, as-given, max-chars, arguments
     record(_key, {_w: wordpiece_tokenize_word(_w, set(_vl), **_k) for _w in _ws})
 ### END PROBE
 # the length limit counts characters, and a word of exactly max_chars characters is still split
@@ -402,7 +421,9 @@ with switched_off(*_NO_TOKENIZER_LIBRARY, functions=[wordpiece_tokenize_word],
     _got_bert = {_w: wordpiece_tokenize_word(_w, _bv) for _w in _words}
 del _NO_TOKENIZER_LIBRARY
 for (_key, _, _), _g in zip(_fixed, _got_fixed):
+    # clause: max-chars
     record(_key, _g)
+# clause: value, no-library
 record("wordpiece_tokenize_word with BERT's vocabulary on every distinct word of Love's Labour's Lost, and 6 more (by word)",
        _got_bert)
 ### BEGIN REFERENCE
@@ -555,12 +576,20 @@ print(sorted(first_counts.items(), key=lambda kv: (-kv[1], kv[0])))
 #
 # ### Exercise 2 (3 points): `learn_bpe_merges`
 #
-# Implement the training loop above with that tie-breaking rule. Each word starts as the list of its
-# characters; merging `(a, b)` in a word scans it from left to right and replaces every `a` followed
-# by `b` by one symbol `a + b` (so `a a a` with the merge `(a, a)` becomes `aa a`). Stop after
-# `num_merges` merges, or earlier when no adjacent pair is left. Work with lists of symbols, not with
-# `str.replace` on strings: symbols are not characters (think of `ca b` when merging `(a, b)`). Leave
-# `word_counts` unchanged: it belongs to the caller (work on your own list of symbol lists).
+# Implement the training loop above and return the merges as a list of `(left, right)` tuples of
+# strings, in the order they were learned: each step counts the adjacent pairs of every word, weighted
+# by the word's count, and merges the most frequent pair. <!-- clause: value --> Break ties with the
+# rule above: among the most frequent pairs take the smallest (rank of the left symbol, rank of the
+# right symbol), where the initial characters are ranked in Unicode order and each merged symbol gets
+# the next rank when it is first created. <!-- clause: tie-break --> Each word starts as the list of
+# its characters; merging `(a, b)` in a word scans it from left to right and replaces every `a`
+# followed by `b` by one symbol `a + b` (so `a a a` with the merge `(a, a)` becomes `aa a`). Work with
+# lists of symbols, not with `str.replace` on strings: symbols are not characters (think of `ca b`
+# when merging `(a, b)`, which must stay as it is). <!-- clause: symbols --> Stop after `num_merges`
+# merges (none for `num_merges=0`), or earlier when no adjacent pair is left, that is when every word
+# is a single symbol. <!-- clause: stop --> Leave `word_counts` unchanged: it belongs to the caller
+# (work on your own list of symbol lists). <!-- clause: unchanged-input --> Write the loop yourself,
+# without `BpeTrainer` or any other part of a tokenizer library. <!-- clause: no-library -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_learn_bpe", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def learn_bpe_merges(word_counts, num_merges):
@@ -598,13 +627,13 @@ def learn_bpe_merges(word_counts, num_merges):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex2_learn_bpe", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-from course_utils.grading import check_equal, check_true, check_type
+from course_utils.grading import check_equal, check_true, check_type, msg, passed
 
 _toy = {"low": 5, "lower": 2, "newest": 6, "widest": 3}
 _m = learn_bpe_merges(_toy, 3)
 check_type("learn_bpe_merges(toy, 3)", _m, list)
 check_true(len(_m) == 3 and all(isinstance(p, tuple) and len(p) == 2 for p in _m),
-           f"learn_bpe_merges(toy, 3) must return 3 tuples (left, right), got {_m!r}")
+           msg("learn_bpe_merges(toy, 3) must return 3 tuples (left, right), got {merges}", merges=repr(_m)))
 check_equal("first merge on the toy corpus ('e','s') and ('s','t') tie at 9: 'e' has the smaller rank",
             _m[0], ("e", "s"))
 check_equal("learn_bpe_merges(toy, 3)", _m, [("e", "s"), ("es", "t"), ("l", "o")])
@@ -616,7 +645,7 @@ check_equal("learn_bpe_merges({'ba': 3, 'ab': 3}, 1) (tie: rank of the LEFT symb
             learn_bpe_merges({"ba": 3, "ab": 3}, 1), [("a", "b")])
 check_equal("learn_bpe_merges({'aaaa': 1}, 5) (merging (a, a) scans left to right; stops when no pair is left)",
             learn_bpe_merges({"aaaa": 1}, 5), [("a", "a"), ("aa", "aa")])
-print("visible tests passed")
+passed()
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 import random
@@ -624,6 +653,7 @@ import re
 from collections import Counter
 from course_utils.data import load_work
 from course_utils.grading import record
+# clause: defined-here
 record("module of learn_bpe_merges (it must be defined in this notebook)", learn_bpe_merges.__module__)
 
 
@@ -657,6 +687,7 @@ def _names(fn, _seen=None):
 
 
 # the names are collected in this kernel; the autograder compares the list (it must be empty)
+# clause: no-library
 record("tokenizer-library names that learn_bpe_merges uses (it must implement the algorithm, not call a library)",
        sorted(_names(learn_bpe_merges) & {"BpeTrainer", "trainers", "tokenizers", "train_from_iterator",
                                           "bpe_trainer_merges", "_bpe_trainer_merges", "ByteLevelBPETokenizer", "Tokenizer"}))
@@ -694,9 +725,12 @@ _got_fixed = [learn_bpe_merges(dict(_wc), _n) for _wc, _n, _ in _fixed]
 _keys = [f"{_desc(_wc, _n)} ({_why})" for _wc, _n, _why in _cases]       # before the calls, which get the dicts
 _got = [learn_bpe_merges(_wc, _n) for _wc, _n, _ in _cases]
 for (_wc, _n, _why), _g in zip(_fixed, _got_fixed):
+    # clause: stop
     record(f"{_desc(_wc, _n)} ({_why})", _g)
 for _key, (_wc, _n, _why), _g in zip(_keys, _cases, _got):
+    # clause: value, tie-break, symbols
     record(_key, _g)
+    # clause: unchanged-input
     record(f"word_counts after {_key}: learn_bpe_merges must not modify it (keep your symbols in your own list)",
            list(_wc.items()))
 ### END PROBE
@@ -769,9 +803,18 @@ print("identical to BpeTrainer:", toy_merges == bpe_trainer_merges(toy, 10))
 #
 # `ranks` is a dict `(left, right) -> rank` (0 = learned first), built once from the list of merges,
 # e.g. `{pair: r for r, pair in enumerate(merges)}`, so that a look-up is cheap. Every character of
-# `word` is a symbol of the vocabulary (true for byte-level text). Later in this notebook your function
-# splits a few thousand words with about 8,000 merges: look up the pairs present in the word, rather
-# than looping over every merge for every word (correct too, but far slower).
+# `word` is a symbol of the vocabulary (true for byte-level text). Start from the characters of `word`
+# and repeat: among its adjacent pairs that are in `ranks`, merge the one with the lowest rank; stop
+# when no adjacent pair is in `ranks`, and return the list of symbols (their concatenation is
+# `word`). <!-- clause: value --> When the best pair occurs several times, merge its leftmost
+# occurrence first (with the merges `(a, a)` then `(aa, a)`, `aaaaa` becomes `aa aaa`). <!-- clause: leftmost -->
+# An empty word gives `[]`. <!-- clause: empty-word --> Replay the merges
+# yourself: your function must not call or import a tokenizer library (`tokenizers`, `transformers`,
+# `sentencepiece`, `tiktoken`), and a hidden test switches them off while it runs. <!-- clause: no-library -->
+#
+# Later in this notebook your function splits a few thousand words with about 8,000 merges: look up
+# the pairs present in the word, rather than looping over every merge for every word (correct too,
+# but far slower).
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_bpe_encode", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def bpe_encode_word(word, ranks):
@@ -795,7 +838,7 @@ def bpe_encode_word(word, ranks):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex3_bpe_encode", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-from course_utils.grading import check_equal, check_type
+from course_utils.grading import check_equal, check_type, passed
 
 _toy_merges = [("e", "s"), ("es", "t"), ("l", "o"), ("lo", "w"), ("e", "w"), ("n", "ew"), ("new", "est"),
                ("d", "est"), ("i", "dest"), ("w", "idest")]          # the toy merges, learned in that order
@@ -810,7 +853,7 @@ check_equal("bpe_encode_word('abc', {('b','c'): 0, ('a','b'): 1}) (the LOWEST ra
 check_equal("bpe_encode_word('lololo', {('l','o'): 0}) (every occurrence is merged)",
             bpe_encode_word("lololo", {("l", "o"): 0}), ["lo", "lo", "lo"])
 check_equal("bpe_encode_word('x', toy ranks)", bpe_encode_word("x", _ranks), ["x"])
-print("visible tests passed")
+passed()
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 import json as _json
@@ -819,6 +862,7 @@ from course_utils.data import load_work
 from course_utils.grading import record, switched_off
 from tokenizers import ByteLevelBPETokenizer as _BL, Tokenizer as _Tok, models as _tk_models
 from tokenizers import pre_tokenizers as _tk_pre, trainers as _tk_trainers
+# clause: defined-here
 record("module of bpe_encode_word (it must be defined in this notebook)", bpe_encode_word.__module__)
 
 
@@ -852,6 +896,7 @@ def _names(fn, _seen=None):
 
 
 # the names are collected in this kernel; the autograder compares the list (it must be empty)
+# clause: no-library
 record("tokenizer-library names that bpe_encode_word uses (it must implement the algorithm, not call a library)",
        sorted(_names(bpe_encode_word) & {"BPE", "models", "tokenizers", "Tokenizer", "ByteLevelBPETokenizer", "shakes_bpe",
                                          "toy_bpe"}))
@@ -905,10 +950,14 @@ with switched_off(*_NO_TOKENIZER_LIBRARY, functions=[bpe_encode_word],
     _got_random = [{_w: bpe_encode_word(_w, {p: r for r, p in enumerate(_mg)}) for _w in _ws} for _, _, _mg, _ws in _random]
     _got_bl = {_w: bpe_encode_word(_w, _br) for _w in dict.fromkeys(_pretoks)}
 del _NO_TOKENIZER_LIBRARY
+# clause: leftmost
 record("bpe_encode_word('aaaaa', {('a','a'): 0, ('aa','a'): 1})", _got_fixed[0])
+# clause: empty-word
 record("bpe_encode_word('', ranks) (an empty word has no pieces)", _got_fixed[1])
 for (_key, _, _, _), _gs in zip(_random, _got_random):
+    # clause: value
     record(_key, _gs)
+# clause: value, no-library
 record("bpe_encode_word on every pre-token of A Lover's Complaint, merges of a byte-level BPE trained on Othello "
        "(by pre-token)", _got_bl)
 ### BEGIN REFERENCE
@@ -943,6 +992,7 @@ for _case in range(30):
     _key = f"bpe_encode_word on 20 words (by word), random merge table {_case + 1} of 30, merges={[list(p) for p in _mg]}"
     _probe.append((_key if len(_key) <= 480 else _key[:470] + "...]", _syms, _mg, _ws))
 for _key, _syms, _mg, _ws in _probe:
+    # clause: value
     record(_key, {_w: bpe_encode_word(_w, {p: r for r, p in enumerate(_mg)}) for _w in _ws})
 ### END PROBE
 ### BEGIN REFERENCE
@@ -1188,10 +1238,18 @@ print("softmax, ALL keys masked, bias finfo.min   :", torch.softmax(scores + tor
 #
 # ### Exercise 4 (2 points): `additive_attention_mask`
 #
-# Turn a tokenizer's `attention_mask` (shape `(B, S)`, values 1/0, given as a tensor of any integer
-# or boolean dtype) into the additive bias: a tensor of dtype `dtype` and shape `(B, 1, 1, S)`, with
-# `0.0` where the mask is 1 and `torch.finfo(dtype).min` where it is 0, on the same device as the
-# input.
+# Turn a tokenizer's `attention_mask` (shape `(B, S)`, values 1/0) into the additive bias: a tensor
+# of shape `(B, 1, 1, S)`, with `0.0` where the mask is 1 and `torch.finfo(dtype).min` where it is 0. <!-- clause: value -->
+# The result has dtype `dtype`, whichever floating dtype is asked for
+# (`float16` and `bfloat16` included). <!-- clause: dtype --> When `dtype` is not given, it is
+# `torch.float32`. <!-- clause: default-dtype --> The mask may be a tensor of any integer dtype or a
+# boolean tensor. <!-- clause: bool-mask --> A sequence that is entirely padding gets
+# `torch.finfo(dtype).min` at every position: finite, never $-\infty$. <!-- clause: all-padding -->
+# Create the bias on the same device as the input, with tensor operations (without converting the mask
+# to Python numbers): a hidden test passes a mask on PyTorch's `meta` device, which has no data. <!-- clause: same-device -->
+# Leave `attention_mask` unchanged. <!-- clause: unchanged-input -->
+# Build the bias yourself with `torch`: `transformers`' mask helpers (`create_bidirectional_mask`
+# and the like) are switched off while your function is graded. <!-- clause: no-library -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex4_additive_mask", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def additive_attention_mask(attention_mask, dtype=torch.float32):
@@ -1213,18 +1271,18 @@ def additive_attention_mask(attention_mask, dtype=torch.float32):
 # %% nbgrader={"grade": true, "grade_id": "test_ex4_additive_mask", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 import torch
 import torch.nn.functional as F
-from course_utils.grading import check_close, check_equal, check_shape, check_true, check_type
+from course_utils.grading import check_close, check_equal, check_shape, check_true, check_type, msg, passed
 
 _am = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0]])
 _b = additive_attention_mask(_am)
 check_type("additive_attention_mask(mask)", _b, torch.Tensor)
 check_shape("additive_attention_mask(mask) for a (2, 4) mask (one bias per KEY position: (B, 1, 1, S))", _b, (2, 1, 1, 4))
-check_true(_b.dtype == torch.float32, f"additive_attention_mask must return the requested dtype (float32), got {_b.dtype}.")
+check_true(_b.dtype == torch.float32, msg("additive_attention_mask must return the requested dtype (float32), got {dtype}.", dtype=_b.dtype))
 _fmin = torch.finfo(torch.float32).min
 check_close("additive_attention_mask([[1,1,1,0],[1,1,0,0]]) (0 for tokens, finfo.min for padding)", _b[:, 0, 0],
             [[0.0, 0.0, 0.0, _fmin], [0.0, 0.0, _fmin, _fmin]], atol=0, rtol=0)
 _b16 = additive_attention_mask(_am, dtype=torch.float16)
-check_true(_b16.dtype == torch.float16, f"additive_attention_mask(mask, dtype=torch.float16) must be float16, got {_b16.dtype}.")
+check_true(_b16.dtype == torch.float16, msg("additive_attention_mask(mask, dtype=torch.float16) must be float16, got {dtype}.", dtype=_b16.dtype))
 check_close("additive_attention_mask(mask, float16) (finfo(float16).min = -65504, not -inf)", _b16[1, 0, 0],
             [0.0, 0.0, -65504.0, -65504.0], atol=0, rtol=0)
 check_close("additive_attention_mask(torch.tensor([[True, False]])) (a boolean mask works too)",
@@ -1234,23 +1292,24 @@ _am_meta = torch.ones(2, 3, dtype=torch.long, device="meta")
 try:
     _b_meta = additive_attention_mask(_am_meta)
 except RuntimeError as _e:
-    raise AssertionError(
-        f"additive_attention_mask(a mask on device 'meta') raised {type(_e).__name__}: {str(_e)[:150]}. "
-        "Create the bias on the mask's device (e.g. torch.zeros(..., device=attention_mask.device)) and build it "
-        "with tensor operations, without converting the mask to Python numbers.") from None
+    raise AssertionError(msg(
+        "additive_attention_mask(a mask on device 'meta') raised {error}. Create the bias on the mask's device "
+        "(e.g. torch.zeros(..., device=attention_mask.device)) and build it with tensor operations, without "
+        "converting the mask to Python numbers.", error=f"{type(_e).__name__}: {str(_e)[:150]}")) from None
 check_true(isinstance(_b_meta, torch.Tensor) and _b_meta.device == _am_meta.device,
-           f"additive_attention_mask(a mask on device 'meta') must return a tensor on the mask's device 'meta', got one on "
-           f"{getattr(_b_meta, 'device', None)}: create the bias with device=attention_mask.device (a model on a GPU "
-           "gets its mask on the GPU).")
+           msg("additive_attention_mask(a mask on device 'meta') must return a tensor on the mask's device 'meta', got "
+               "one on {device}: create the bias with device=attention_mask.device (a model on a GPU gets its mask on "
+               "the GPU).", device=getattr(_b_meta, "device", None)))
 _g = torch.Generator().manual_seed(0)
 _q, _k, _v = (torch.randn(2, 3, 4, 8, generator=_g) for _ in range(3))
 check_close("SDPA with your additive mask vs SDPA with the boolean mask",
             F.scaled_dot_product_attention(_q, _k, _v, attn_mask=_b),
             F.scaled_dot_product_attention(_q, _k, _v, attn_mask=_am.bool()[:, None, None, :]), atol=1e-6)
-print("visible tests passed")
+passed()
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import record, switched_off
+# clause: defined-here
 record("module of additive_attention_mask (it must be defined in this notebook)", additive_attention_mask.__module__)
 
 
@@ -1284,6 +1343,7 @@ def _names(fn, _seen=None):
 
 
 # the names are collected in this kernel; the autograder compares the list (it must be empty)
+# clause: no-library
 record("transformers mask helpers that additive_attention_mask uses (it must build the bias itself)",
        sorted(_names(additive_attention_mask) & {"create_bidirectional_mask", "_prepare_4d_attention_mask", "masking_utils",
                                                  "modeling_attn_mask_utils", "eager_mask", "sdpa_mask",
@@ -1317,13 +1377,19 @@ with switched_off(*_NO_MASK_HELPERS, functions=[additive_attention_mask],
         _got_meta = f"raises {type(_e).__name__}"
 del _NO_MASK_HELPERS
 for (_m, _dt, _key), _out in zip(_rand, _got_rand):
+    # clause: value, dtype
     record(_key, _out)
+    # clause: unchanged-input
     record(f"the random {tuple(_m.shape)} mask after additive_attention_mask (it must not be modified)", _m)
 for _dt, _out in zip((torch.float32, torch.float16), _got_bool):
+    # clause: bool-mask, all-padding
     record(f"additive_attention_mask(torch.tensor([[True, True, False], [False, False, False]]), dtype={_dt}) "
            "(a boolean mask; a sequence entirely padding stays finite)", _out)
+# clause: unchanged-input
 record("the boolean mask after additive_attention_mask (it must not be modified)", _mb)
+# clause: default-dtype
 record(f"additive_attention_mask({_m6.tolist()}) (default dtype float32)", _got6)
+# clause: same-device
 record("type, device, shape and dtype of additive_attention_mask(a (2, 3) mask on device 'meta') (create the bias on "
        "the mask's device, with tensor operations)", _got_meta)
 ### BEGIN REFERENCE

@@ -19,6 +19,9 @@
 #    weights, padding mask included, matching `outputs.attentions` to 1e-5 (4 pts);
 # 4. a written answer: what an attention heatmap does and does not tell us about "meaning" (3 pts).
 #
+# Define each graded function in its answer cell in this notebook (helpers of your own are fine): the
+# hidden tests check where each one is defined. <!-- clause-all: defined-here -->
+#
 # **Which model?** `load_model("bert-base-uncased")` gives the real `bert-base-uncased` (12 layers,
 # d = 768) when the Hugging Face hub or its cache is available. Offline it gives a stand-in:
 # the pretrained `all-MiniLM-L6-v2`, a smaller BERT (6 layers, 12 heads, d = 384) with the *same*
@@ -154,21 +157,24 @@ for i, t in enumerate(tokens):
 # Write `bert_input_embeddings(model, input_ids, token_type_ids=None, layer_norm=True)`:
 #
 # * read the three tables' weights, look up the rows for `input_ids`, positions `0 … n-1` (the same
-#   for every sequence of the batch) and `token_type_ids` (all zeros when `None`), and add them;
+#   for every sequence of the batch) and `token_type_ids`, and add them (with `layer_norm=False`,
+#   return this sum); <!-- clause: sum --> when `token_type_ids` is `None`, every position is in
+#   segment 0; <!-- clause: default-segments -->
 # * if `layer_norm` is true, apply the LayerNorm **formula** of Book §2.10.4 over the last dimension,
 #   with the **biased** variance (divide by `D`), `eps = model.embeddings.LayerNorm.eps`,
-#   $\gamma$ = `model.embeddings.LayerNorm.weight` and $\beta$ = `model.embeddings.LayerNorm.bias`.
+#   $\gamma$ = `model.embeddings.LayerNorm.weight` and $\beta$ = `model.embeddings.LayerNorm.bias`. <!-- clause: layer-norm -->
 #
 # Don't call `model.embeddings(...)` or `model.embeddings.LayerNorm(...)`, nor a library layer norm
 # (`F.layer_norm`, `torch.layer_norm`, `nn.LayerNorm`, their `torch.ops.aten` kernels, nor a norm that
 # computes the same thing: `F.group_norm` with one group, `F.instance_norm`, `F.batch_norm`, `F.rms_norm`):
 # the tests compare your result with what those modules produce, and a hidden test switches all of them
 # off while your function runs (also when your code reaches them through another name). Write the mean,
-# the biased variance and the normalisation with tensor operations. Compute the variance as the mean of
-# the squared deviations $(x - \mu)^2$: the one-pass formula $\overline{x^2} - \mu^2$ is equal on paper
-# but loses every digit when $|\mu| \gg \sigma$ (a hidden test checks this case). The result has the
-# dtype of the model's weights (a `bfloat16` or `float16` model gives `bfloat16` / `float16` vectors),
-# and neither the model nor the id tensors are modified.
+# the biased variance and the normalisation with tensor operations. <!-- clause: no-library --> Compute
+# the variance as the mean of the squared deviations $(x - \mu)^2$: the one-pass formula
+# $\overline{x^2} - \mu^2$ is equal on paper but loses every digit when $|\mu| \gg \sigma$ (a hidden
+# test checks this case). <!-- clause: stable-variance --> The result has the dtype of the model's
+# weights (a `bfloat16` or `float16` model gives `bfloat16` / `float16` vectors). <!-- clause: keeps-dtype -->
+# Neither the model nor the id tensors are modified. <!-- clause: unchanged-input -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex1_embeddings", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def bert_input_embeddings(model, input_ids, token_type_ids=None, layer_norm=True):
@@ -200,7 +206,7 @@ def bert_input_embeddings(model, input_ids, token_type_ids=None, layer_norm=True
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex1_embeddings", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-from course_utils.grading import check_close, check_shape, check_true
+from course_utils.grading import check_close, check_shape, check_true, passed
 
 # Reference: what the model's own embedding module computes, captured before and after its LayerNorm.
 _cap = {}
@@ -217,13 +223,14 @@ check_shape("bert_input_embeddings(..., layer_norm=False)", _mine_sum, tuple(_ca
 check_close("sum of the three embeddings (before LayerNorm)", _mine_sum, _cap["sum"], atol=1e-5, rtol=0)
 check_shape("bert_input_embeddings(...)", _mine_ln, tuple(_cap["ln"].shape))
 check_close("input embeddings after LayerNorm", _mine_ln, _cap["ln"], atol=1e-5, rtol=0)
-print("visible tests passed")
+passed()
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 import copy as _copy
 import transformers as _tf
 from course_utils.grading import record, switched_off
 from course_utils.models import load_model as _load_model
+# clause: defined-here
 record("module of bert_input_embeddings (it must be defined in this notebook)", bert_input_embeddings.__module__)
 
 
@@ -252,7 +259,9 @@ _pairs = _t(["A cute teddy bear is reading a book.", "Hello!"], ["It is a good b
 with torch.no_grad(), switched_off(*_LN_OFF, functions=[bert_input_embeddings], hint=_LN_HINT):
     _ps = bert_input_embeddings(_m, _pairs["input_ids"], _pairs["token_type_ids"], layer_norm=False)
     _pl = bert_input_embeddings(_m, _pairs["input_ids"], _pairs["token_type_ids"])
+# clause: sum, no-library
 record("sum of the three embeddings for a padded batch of sentence pairs (segments 0 and 1)", _ps, atol=1e-5, rtol=0)
+# clause: layer-norm, no-library
 record("LayerNorm output for a padded batch of sentence pairs (segments 0 and 1)", _pl, atol=1e-5, rtol=0)
 
 # (b) a small random BERT with a large eps and non-trivial gamma/beta; its embedding modules switched off
@@ -280,18 +289,27 @@ with torch.no_grad(), switched_off(*_LN_OFF, functions=[bert_input_embeddings], 
     _gc = bert_input_embeddings(_shifted, _ids, _tt)
     _gh = {_dt: (bert_input_embeddings(_h, _ids, _tt, layer_norm=False), bert_input_embeddings(_h, _ids, _tt))
            for _dt, _h in _halves.items()}
+# clause: sum
 record("sum on a small random float32 BERT (random segments): a float32 result", _gs, atol=1e-5, rtol=0)
+# clause: layer-norm
 record("LayerNorm output on a small random float32 BERT (eps = 1e-3, random gamma/beta): a float32 result", _gl,
        atol=1e-5, rtol=0)
+# clause: default-segments
 record("LayerNorm output on a small random BERT with token_type_ids=None", _gl0, atol=1e-5, rtol=0)
+# clause: stable-variance
 record("LayerNorm output when every feature is ~10 and the spread ~0.035 (compute the variance as the mean of "
        "squared deviations from the mean, not as mean(x**2) - mean(x)**2, which cancels)", _gc, atol=2e-4, rtol=0)
+# clause: unchanged-input
 record("input_ids after bert_input_embeddings (it must not be modified)", _ids)
+# clause: unchanged-input
 record("token_type_ids after bert_input_embeddings (it must not be modified)", _tt)
+# clause: unchanged-input
 record("the weights of the model after bert_input_embeddings (they must not be modified)", dict(_shifted.state_dict()))
 for _dt, _tol in ((torch.bfloat16, 8e-2), (torch.float16, 2e-2)):
+    # clause: keeps-dtype
     record(f"sum of the three embeddings of a {_dt} model (a {_dt} result: the dtype of its weights)", _gh[_dt][0],
            atol=_tol, rtol=0)
+    # clause: keeps-dtype
     record(f"LayerNorm output of a {_dt} model (a {_dt} result: the dtype of its weights)", _gh[_dt][1],
            atol=_tol, rtol=2e-2)
 ### BEGIN REFERENCE
@@ -418,10 +436,13 @@ print("norms of the position rows 0..n-1:", " ".join(f"{x:.2f}" for x in P[:n].n
 # points are $X_c V_{:, :k} = U_{:, :k}\Sigma_{:k}$, and the share of the total variance explained by
 # component $k$ is $\sigma_k^2 / \sum_j \sigma_j^2$.
 #
-# Write `pca_2d(X, k=2)` with `np.linalg.svd` (no scikit-learn: the autograder also runs it where
-# scikit-learn is not installed, with this notebook's imports only). Each component's sign is
-# arbitrary: the tests accept either sign. Return NumPy `float64` arrays whatever the dtype of `X`
-# (`float32`, integers), and leave `X` unchanged (the caller's array must not be centred in place).
+# Write `pca_2d(X, k=2)`, which returns `(scores, ratio)`: the $(n, k)$ scores of the rows of `X` on
+# the first `k` principal directions, and the `k` shares of the total variance those directions
+# explain (scikit-learn's `explained_variance_ratio_`). <!-- clause: value --> Use `np.linalg.svd`
+# (no scikit-learn: the autograder also runs it where scikit-learn is not installed, with this
+# notebook's imports only). <!-- clause: no-sklearn --> Each component's sign is arbitrary: the tests
+# accept either sign. Return NumPy `float64` arrays whatever the dtype of `X` (`float32`, integers). <!-- clause: float64 -->
+# Leave `X` unchanged (the caller's array must not be centred in place). <!-- clause: unchanged-input -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_pca", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def pca_2d(X, k=2):
@@ -445,7 +466,7 @@ def pca_2d(X, k=2):
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex2_pca", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 from sklearn.decomposition import PCA as _PCA
-from course_utils.grading import check_close, check_shape
+from course_utils.grading import check_close, check_shape, passed
 
 
 def _align_signs(a, b):
@@ -465,10 +486,11 @@ check_shape("ratio", _ratio, (2,))
 check_close("explained variance ratio", _ratio, _ref.explained_variance_ratio_, atol=1e-8)
 check_close("scores (up to the sign of each column)", _align_signs(_scores, _ref.transform(_Z)), _ref.transform(_Z),
             atol=1e-8)
-print("visible tests passed")
+passed()
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import record
+# clause: defined-here
 record("module of pca_2d (it must be defined in this notebook)", pca_2d.__module__)
 ### BEGIN PROBE WITHOUT sklearn
 # recorded twice: here, and by the autograder in a kernel where this package is not installed
@@ -501,8 +523,11 @@ def _canonical_signs(scores):
 
 for (A, k), (sc, ra) in zip(_cases, _got):
     _what = f"X of shape {A.shape} and dtype {A.dtype}, k={k}"
+    # clause: unchanged-input
     record(f"X after pca_2d ({_what}): it must not be modified (centre a copy, not X in place)", A)
+    # clause: value, float64, no-sklearn
     record(f"explained variance ratio for {_what} (a NumPy float64 array)", ra, atol=1e-8)
+    # clause: value, float64, no-sklearn
     record(f"scores for {_what} (a NumPy float64 array; each column's sign fixed so that its largest entry is positive)",
            _canonical_signs(sc), atol=1e-7)
 ### END PROBE
@@ -712,14 +737,17 @@ print("real tokens attend as if the sentence were alone      :",
 # Write `head_attention(layer, hidden_states, head, num_heads, attention_mask=None)` that returns the
 # $(B, n, n)$ attention matrix of head `head` of the BERT layer `layer` (= `model.encoder.layer[ℓ]`),
 # given that layer's input `hidden_states` (= `outputs.hidden_states[ℓ]`), following the formula above.
-# `attention_mask` is `None` or the tokenizer's $(B, n)$ tensor of 1 (token) / 0 (padding).
+# `attention_mask` is `None` or the tokenizer's $(B, n)$ tensor of 1 (token) / 0 (padding); keys
+# that are padding get weight exactly 0 (the mask $M$ above), in every dtype, while queries that are
+# padding are computed like the others. <!-- clause: padding-mask -->
 # Use the weights and biases of `layer.attention.self.query` and `.key` with tensor operations
 # only: do not call the layer or its attention modules, nor a fused attention function
-# (`F.scaled_dot_product_attention` or its `torch.ops.aten` kernels): a hidden test switches them off.
-# It must match `outputs.attentions[ℓ][:, head]` to 1e-5. Like the library, return the dtype of
-# `hidden_states` (a `bfloat16` / `float16` layer gives `bfloat16` / `float16` weights), stay finite when
-# the scores are huge (hundreds or more: the softmax must subtract the row maximum, as `torch.softmax`
-# does), and leave `hidden_states` and `attention_mask` unchanged.
+# (`F.scaled_dot_product_attention` or its `torch.ops.aten` kernels): a hidden test switches them off. <!-- clause: no-library -->
+# It must match `outputs.attentions[ℓ][:, head]` to 1e-5. <!-- clause: value --> Like the library,
+# return the dtype of `hidden_states` (a `bfloat16` / `float16` layer gives `bfloat16` / `float16`
+# weights). <!-- clause: keeps-dtype --> Stay finite when the scores are huge (hundreds or more: the
+# softmax must subtract the row maximum, as `torch.softmax` does). <!-- clause: stable-softmax -->
+# Leave `hidden_states` and `attention_mask` unchanged. <!-- clause: unchanged-input -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_head_attention", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def head_attention(layer, hidden_states, head, num_heads, attention_mask=None):
@@ -745,15 +773,15 @@ def head_attention(layer, hidden_states, head, num_heads, attention_mask=None):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex3_head_attention", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
-from course_utils.grading import check_close, check_shape, check_true
+from course_utils.grading import check_close, check_shape, check_true, msg, passed
 
 _enc3 = tok("A cute teddy bear is reading a book.", return_tensors="pt")
 with torch.no_grad():
     _o3 = model(**_enc3, output_attentions=True, output_hidden_states=True)
     for _l, _h in [(0, 0), (model.config.num_hidden_layers - 1, model.config.num_attention_heads - 1)]:
         _mine = head_attention(model.encoder.layer[_l], _o3.hidden_states[_l], _h, model.config.num_attention_heads)
-        check_shape(f"head_attention(layer {_l}, head {_h})", _mine, (1, 11, 11))
-        check_close(f"attention of layer {_l}, head {_h}", _mine, _o3.attentions[_l][:, _h], atol=1e-5, rtol=0)
+        check_shape(msg("head_attention(layer {layer}, head {head})", layer=_l, head=_h), _mine, (1, 11, 11))
+        check_close(msg("attention of layer {layer}, head {head}", layer=_l, head=_h), _mine, _o3.attentions[_l][:, _h], atol=1e-5, rtol=0)
 
 # a padded batch of 2 sentences: the second one is shorter, its last keys are [PAD] (attention_mask 0)
 _pad3 = tok(["A cute teddy bear is reading a book.", "A cute teddy bear."], padding=True, return_tensors="pt")
@@ -767,13 +795,14 @@ check_true(bool((_minep[1][:, _pad3["attention_mask"][1] == 0] == 0).all()),
            "(0 = padding) to set their scores to -inf before the softmax.")
 check_close("attention on a padded batch with attention_mask (layer 0, head 1)", _minep, _op3.attentions[0][:, 1],
             atol=1e-5, rtol=0)
-print("visible tests passed")
+passed()
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 import copy as _copy
 import transformers as _tf
 from course_utils.grading import record, switched_off
 from course_utils.models import load_model as _load_model
+# clause: defined-here
 record("module of head_attention (it must be defined in this notebook)", head_attention.__module__)
 
 # (a) fresh course model, padded batch of three sentences, every layer, several heads
@@ -785,6 +814,7 @@ with torch.no_grad():
     _hb = _m(**_b, output_hidden_states=True).hidden_states          # the input of every layer
     _ga = [head_attention(_m.encoder.layer[_l], _hb[_l], _h, _Hh, _b["attention_mask"]) for _l, _h in _lh]
 for (_l, _h), _g in zip(_lh, _ga):
+    # clause: value, padding-mask
     record(f"attention on a padded batch of 3 sentences with attention_mask (layer {_l}, head {_h})", _g,
            atol=1e-5, rtol=0)
 
@@ -829,19 +859,26 @@ with torch.no_grad(), switched_off(*_attn_paths, functions=[head_attention], hin
     _gh = {_dt: [head_attention(_x.encoder.layer[_l], _hh[_dt][_l], _h, 3, _mask) for _l in range(2) for _h in range(3)]
            for _dt, _x in _halves.items()}
 for _i, _g in enumerate(_gs):
+    # clause: value, no-library
     record(f"attention of a small random float32 BERT with d_k = 8 (layer {_i // 3}, head {_i % 3}): a float32 result",
            _g, atol=1e-5, rtol=0)
+    # clause: padding-mask
     record(f"weights on the 3 [PAD] keys of sentence 2, small random BERT (layer {_i // 3}, head {_i % 3}): exactly 0",
            _g[1][:, 4:])
+# clause: unchanged-input
 record("hidden_states after head_attention (they must not be modified)", _hs)
+# clause: unchanged-input
 record("attention_mask after head_attention (it must not be modified)", _mask)
 for _h, _g in enumerate(_gb):
+    # clause: stable-softmax
     record(f"attention with huge scores (layer 0, head {_h}): finite (subtract each row's maximum before exp, "
            "or use torch.softmax)", _g, atol=1e-5, rtol=0)
 for _dt, _tol in ((torch.bfloat16, 3e-2), (torch.float16, 1e-2)):
     for _i, _g in enumerate(_gh[_dt]):
+        # clause: keeps-dtype
         record(f"attention of a {_dt} BERT (layer {_i // 3}, head {_i % 3}): a {_dt} result, as the library's",
                _g, atol=_tol, rtol=0)
+        # clause: padding-mask
         record(f"weights on the 3 [PAD] keys of sentence 2, {_dt} BERT (layer {_i // 3}, head {_i % 3}): exactly 0",
                _g[1][:, 4:])
 ### BEGIN REFERENCE

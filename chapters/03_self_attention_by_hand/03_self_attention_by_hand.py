@@ -24,6 +24,9 @@
 # | 5 | `layer_norm` | 2 |
 # | Q | written question (manually graded, cite your outputs) | 3 |
 #
+# Define each graded function in its answer cell in this notebook (helpers of your own are fine): the hidden
+# tests check where each one is defined. <!-- clause-all: defined-here -->
+#
 # **Conventions used throughout.** Tokens are rows: $X \in \mathbb{R}^{n\times d}$ and $Q = XW_Q$ (the book's
 # row-vector convention). A boolean attention mask has `True` where a query **may attend** to a key, the same
 # convention as `torch.nn.functional.scaled_dot_product_attention` (we will meet a PyTorch API that uses the
@@ -183,11 +186,16 @@ print("softmax(x - 1000)  :", np.round((torch.exp(small) / torch.exp(small).sum(
 #
 # ### Exercise 1 (2 points): `stable_softmax`
 #
-# Write the softmax with the max-subtraction trick, along any dimension `dim`. Use only basic tensor operations
-# (`torch.exp`, `.amax`/`.max`, `.sum`, arithmetic); `torch.softmax` and its relatives are off limits here
-# (`log_softmax`, `torch.logsumexp`, and their `torch.ops.aten` kernels too: a hidden test switches them off).
-# Keep the dtype of `x`, `float16` and `bfloat16` included (do not hand back `float32`), and leave `x`
-# unchanged: `x -= m` would shift the caller's tensor.
+# Write the softmax with the max-subtraction trick, along any dimension `dim` (the last one by default): the
+# result is the softmax of `x` along `dim`, up to rounding. <!-- clause: value, any-dim --> It must not overflow,
+# even for scores of the order of `1e4`. <!-- clause: no-overflow --> Entries equal to `-inf` get weight 0, as
+# long as every slice along `dim` has at least one finite entry. <!-- clause: neg-inf -->
+#
+# Use only basic tensor operations (`torch.exp`, `.amax`/`.max`, `.sum`, arithmetic); `torch.softmax` and its
+# relatives are off limits here (`log_softmax`, `torch.logsumexp`, and their `torch.ops.aten` kernels too: a
+# hidden test switches them off). <!-- clause: no-library-softmax --> Keep the dtype of `x`, `float16` and
+# `bfloat16` included (do not hand back `float32`). <!-- clause: keeps-dtype --> Leave `x` unchanged:
+# `x -= m` would shift the caller's tensor. <!-- clause: unchanged-input -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex1_softmax", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def stable_softmax(x, dim=-1):
@@ -207,7 +215,7 @@ def stable_softmax(x, dim=-1):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex1_softmax", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-from course_utils.grading import check_close, check_shape, check_true
+from course_utils.grading import check_close, check_shape, check_true, passed
 
 x = torch.tensor([[1000.0, 1001.0, 1002.0]])
 out = stable_softmax(x)
@@ -226,11 +234,11 @@ check_close("stable_softmax(x, dim=0) (softmax down each column)", stable_softma
 masked = torch.tensor([0.5, float("-inf"), 1.5, float("-inf")])
 check_close("stable_softmax with -inf entries (they must get weight 0)", stable_softmax(masked),
             torch.softmax(masked, dim=-1), atol=1e-7)
-print("Exercise 1: visible tests passed.")
+passed()
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import record, switched_off
-record("module of stable_softmax (it must be defined in this notebook)", stable_softmax.__module__)
+record("module of stable_softmax (it must be defined in this notebook)", stable_softmax.__module__)  # clause: defined-here
 g = torch.Generator().manual_seed(1234)
 xs = [torch.randn(4, 7, 5, generator=g, dtype=torch.float64) * 30.0,
       torch.randn(3, 6, generator=g, dtype=torch.float64) * 1e4,
@@ -257,14 +265,15 @@ with switched_off("torch.softmax", "torch.log_softmax", "torch._softmax", "torch
 for _name, _t in zip(("float64 (4, 7, 5)", "float64 (3, 6) of size 1e4", "float32 (2, 3, 9)",
                       "float32 (2, 3, 9) with -inf entries", "bfloat16 (4, 9)", "float16 (3, 6) with -inf entries"),
                      xs + [xm] + xhalf):
-    record(f"x after stable_softmax on the {_name} input (not modified in place)", _t)
-record("stable_softmax over dim=1 of a float64 (4, 7, 5) tensor", outs[0], atol=1e-12)
-record("stable_softmax of float64 scores of size 1e4", outs[1], atol=1e-12)
-record("stable_softmax of a float32 (2, 3, 9) tensor", outs[2], atol=1e-6)
-record("stable_softmax over dim=0 of a float32 (2, 3, 9) tensor", outs[3], atol=1e-6)
-record("stable_softmax with every other entry -inf (float32)", out_m, atol=1e-6)
-record("stable_softmax of a bfloat16 (4, 9) input over dim=0 (a bfloat16 result)", out_half[0], atol=1e-2)
-record("stable_softmax of a float16 (3, 6) input with -inf entries (a float16 result)", out_half[1], atol=2e-3)
+    record(f"x after stable_softmax on the {_name} input (not modified in place)", _t)  # clause: unchanged-input
+# (every output below was computed with the library softmax switched off)
+record("stable_softmax over dim=1 of a float64 (4, 7, 5) tensor", outs[0], atol=1e-12)  # clause: value, any-dim, no-library-softmax
+record("stable_softmax of float64 scores of size 1e4", outs[1], atol=1e-12)  # clause: no-overflow
+record("stable_softmax of a float32 (2, 3, 9) tensor", outs[2], atol=1e-6)  # clause: value
+record("stable_softmax over dim=0 of a float32 (2, 3, 9) tensor", outs[3], atol=1e-6)  # clause: any-dim
+record("stable_softmax with every other entry -inf (float32)", out_m, atol=1e-6)  # clause: neg-inf
+record("stable_softmax of a bfloat16 (4, 9) input over dim=0 (a bfloat16 result)", out_half[0], atol=1e-2)  # clause: keeps-dtype, any-dim
+record("stable_softmax of a float16 (3, 6) input with -inf entries (a float16 result)", out_half[1], atol=2e-3)  # clause: keeps-dtype, neg-inf
 ### BEGIN REFERENCE
 from course_utils.grading import expect
 expect("stable_softmax over dim=1 of a float64 (4, 7, 5) tensor", torch.softmax(xs[0], dim=1), atol=1e-12)
@@ -288,14 +297,19 @@ expect("stable_softmax of a float16 (3, 6) input with -inf entries (a float16 re
 # -\infty & \text{otherwise.}\end{cases}$$
 #
 # Shapes: `q` is `(..., n_q, d_k)`, `k` is `(..., n_k, d_k)`, `v` is `(..., n_k, d_v)`; the leading dimensions
-# `...` (batch, heads) are carried along. Note that $d_k$ (the scale) comes from queries and keys, and that
-# $d_v$ may differ from it. The mask is a boolean tensor that broadcasts to `(..., n_q, n_k)`; the easy way
-# to apply it is `scores.masked_fill(~mask, float("-inf"))`.
+# `...` (batch, heads) are carried along, and there may be none (2-D inputs). Note that $d_k$ (the scale) comes
+# from queries and keys, and that $d_v$ may differ from it. Return the pair `(output, weights)`: the output
+# $\mathrm{Attention}(Q,K,V)$ of shape `(..., n_q, d_v)` and the softmax weights of shape `(..., n_q, n_k)`. <!-- clause: value -->
+#
+# The mask, when given, is a boolean tensor that broadcasts to `(..., n_q, n_k)` (one mask can serve every head);
+# the easy way to apply it is `scores.masked_fill(~mask, float("-inf"))`. <!-- clause: mask --> Where the mask is
+# `False` the weight must be exactly 0; every query has at least one allowed key. <!-- clause: masked-zero -->
 #
 # Use `torch.softmax` for the normalisation here (not your `stable_softmax`), so that this exercise is graded
 # independently of Exercise 1. Do not call `F.scaled_dot_product_attention` (nor its `torch.ops.aten` kernels, such as
-# `_scaled_dot_product_attention_math`): that is what we compare with. The output and the weights have the dtype
-# of `q`, `k`, `v` (`float16` and `bfloat16` too), and the inputs are left unchanged.
+# `_scaled_dot_product_attention_math`): that is what we compare with, and a hidden test switches them off. <!-- clause: no-library-sdpa -->
+# The output and the weights have the dtype of `q`, `k`, `v` (`float16` and
+# `bfloat16` too). <!-- clause: keeps-dtype --> The inputs (`q`, `k`, `v` and `mask`) are left unchanged. <!-- clause: unchanged-input -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_sdpa", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def scaled_dot_product_attention(q, k, v, mask=None):
@@ -318,7 +332,7 @@ def scaled_dot_product_attention(q, k, v, mask=None):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex2_sdpa", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-from course_utils.grading import check_close, check_shape, check_true, check_type
+from course_utils.grading import check_close, check_shape, check_true, check_type, passed
 
 # 1) the book's "teddy reads" example (Q = K = V = X)
 Xt = torch.tensor([[1.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
@@ -351,11 +365,11 @@ check_true(bool((w[..., ~mask] == 0).all()),
 check_close("weights: each row sums to 1", w.sum(-1), torch.ones(2, 3, 4, dtype=torch.float64), atol=1e-10)
 check_close("masked output vs F.scaled_dot_product_attention(q, k, v, attn_mask=mask)", out,
             F.scaled_dot_product_attention(q, k, v, attn_mask=mask), atol=1e-10)
-print("Exercise 2: visible tests passed.")
+passed()
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import record, switched_off
-record("module of scaled_dot_product_attention (it must be defined in this notebook)",
+record("module of scaled_dot_product_attention (it must be defined in this notebook)",  # clause: defined-here
        scaled_dot_product_attention.__module__)
 g = torch.Generator().manual_seed(77)
 qh = torch.randn(3, 2, 5, 16, generator=g, dtype=torch.float64) * 2.0
@@ -382,17 +396,20 @@ with switched_off("torch.nn.functional.scaled_dot_product_attention", "torch._C.
 # the inputs after the calls: q, k, v and mask must not be modified
 for _name, _t in zip(("q (3, 2, 5, 16)", "k (3, 2, 7, 16)", "v (3, 2, 7, 3)", "mask (3, 1, 5, 7)",
                       "q (5, 4)", "k (5, 4)", "v (5, 4)", "mask (5, 5)"), (qh, kh, vh, mh, q2, k2, v2, m2)):
-    record(f"{_name} after scaled_dot_product_attention (not modified in place)", _t)
+    record(f"{_name} after scaled_dot_product_attention (not modified in place)", _t)  # clause: unchanged-input
+# (every output below was computed with F.scaled_dot_product_attention switched off)
+# clause: mask, no-library-sdpa
 record("masked weights, q (3, 2, 5, 16), k (3, 2, 7, 16), mask (3, 1, 5, 7) broadcast over heads", w1, atol=1e-10)
-record("masked weights where the mask is False (exactly 0)", w1.masked_select(~mh.expand_as(w1)))
-record("masked output, q (3, 2, 5, 16), k (3, 2, 7, 16), v (3, 2, 7, 3)", o1, atol=1e-10)
-record("output for 2-D float32 inputs (5, 4) with a causal mask", o2, atol=1e-5)
-record("weights for 2-D float32 inputs (5, 4) with a causal mask", w2, atol=1e-5)
-record("unmasked weights, q (3, 2, 5, 16), k (3, 2, 7, 16)", w3, atol=1e-10)
-record("unmasked output, q (3, 2, 5, 16), k (3, 2, 7, 16), v (3, 2, 7, 3)", o3, atol=1e-10)
+record("masked weights where the mask is False (exactly 0)", w1.masked_select(~mh.expand_as(w1)))  # clause: masked-zero
+record("masked output, q (3, 2, 5, 16), k (3, 2, 7, 16), v (3, 2, 7, 3)", o1, atol=1e-10)  # clause: mask
+record("output for 2-D float32 inputs (5, 4) with a causal mask", o2, atol=1e-5)  # clause: value, mask
+record("weights for 2-D float32 inputs (5, 4) with a causal mask", w2, atol=1e-5)  # clause: value, mask
+record("unmasked weights, q (3, 2, 5, 16), k (3, 2, 7, 16)", w3, atol=1e-10)  # clause: value
+record("unmasked output, q (3, 2, 5, 16), k (3, 2, 7, 16), v (3, 2, 7, 3)", o3, atol=1e-10)  # clause: value
 for (hq, hk, hv), (ho, hw), tol in zip(halves, ohalf, (5e-2, 1e-2)):
-    record(f"masked output with {hq.dtype} inputs (a {hq.dtype} result)", ho, atol=tol, rtol=tol)
-    record(f"masked weights with {hq.dtype} inputs (a {hq.dtype} result)", hw, atol=tol, rtol=tol)
+    record(f"masked output with {hq.dtype} inputs (a {hq.dtype} result)", ho, atol=tol, rtol=tol)  # clause: keeps-dtype
+    record(f"masked weights with {hq.dtype} inputs (a {hq.dtype} result)", hw, atol=tol, rtol=tol)  # clause: keeps-dtype
+    # clause: keeps-dtype, masked-zero
     record(f"masked weights with {hq.dtype} inputs where the mask is False (exactly 0)",
            hw.masked_select(~mh.expand_as(hw)))
 ### BEGIN REFERENCE
@@ -458,6 +475,12 @@ print("teddy reads: same A and Z as the hand computation:", torch.allclose(A_fn,
 # alignment when the mask is not square.)
 #
 # ### Exercise 3 (2 points): `causal_mask`
+#
+# Write `causal_mask(n_q, n_k=None)`: a `torch.bool` tensor of shape `(n_q, n_k)`, `True` where query $i$ may
+# attend to key $j$. <!-- clause: bool-mask --> With one argument (`n_k` defaults to `n_q`) it is the square causal
+# mask, `True` on and below the diagonal: used in attention, it gives the same output as `is_causal=True`. <!-- clause: value -->
+# When `n_k` is larger than `n_q`, the queries are the last `n_q` of `n_k` positions: query
+# $i$ may attend to every key $j \le n_k - n_q + i$ (the lower-right alignment). <!-- clause: kv-cache -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_causal_mask", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def causal_mask(n_q, n_k=None):
@@ -475,7 +498,7 @@ def causal_mask(n_q, n_k=None):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex3_causal_mask", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-from course_utils.grading import check_close, check_equal, check_shape, check_true
+from course_utils.grading import check_close, check_equal, check_shape, check_true, passed
 
 m3 = causal_mask(3)
 check_true(isinstance(m3, torch.Tensor) and m3.dtype == torch.bool, "causal_mask must return a torch.bool tensor.")
@@ -486,19 +509,20 @@ check_equal("causal_mask(1, 4) (the newest token sees the whole cache)", causal_
             [[True, True, True, True]])
 check_equal("causal_mask(2, 4) (queries are the last 2 of 4 positions)", causal_mask(2, 4).tolist(),
             [[True, True, True, False], [True, True, True, True]])
-print("Exercise 3: visible tests passed.")
+passed()
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import record
-record("module of causal_mask (it must be defined in this notebook)", causal_mask.__module__)
+record("module of causal_mask (it must be defined in this notebook)", causal_mask.__module__)  # clause: defined-here
 _sizes = [(1, 1), (5, 5), (7, None), (3, 8), (1, 9), (6, 6), (4, 11)]
 for n_q_, n_k_ in _sizes:
     got = causal_mask(n_q_) if n_k_ is None else causal_mask(n_q_, n_k_)
+    # clause: bool-mask, value, kv-cache
     record(f"causal_mask({n_q_}{'' if n_k_ is None else f', {n_k_}'}) (a torch.bool tensor)", got)
 g = torch.Generator().manual_seed(3)
 qc, kc, vc = (torch.randn(2, 7, 4, generator=g, dtype=torch.float64) for _ in range(3))
 sc = (qc @ kc.transpose(-2, -1) / 2.0).masked_fill(~causal_mask(7), float("-inf"))
-record("attention of (2, 7, 4) inputs with scores masked by causal_mask(7)", torch.softmax(sc, dim=-1) @ vc, atol=1e-10)
+record("attention of (2, 7, 4) inputs with scores masked by causal_mask(7)", torch.softmax(sc, dim=-1) @ vc, atol=1e-10)  # clause: value
 ### BEGIN REFERENCE
 from course_utils.grading import expect
 for n_q_, n_k_ in _sizes:
@@ -635,9 +659,15 @@ print(causal_mask(2, 5).int().numpy())
 #
 # ### Exercise 4 (2 points): `split_heads` and `merge_heads`
 #
-# Head $i$ must get columns $i\,d_k, \dots, (i+1)\,d_k - 1$ of the last dimension (this is what
-# `nn.MultiheadAttention` does). A plain `reshape(B, h, n, d_k)` has the right shape and the wrong content:
-# you need a reshape **and** a transpose.
+# `split_heads(x, n_heads)` turns `x` of shape `(B, n, d)` into a tensor of shape `(B, h, n, d_k)`, and head $i$
+# must get columns $i\,d_k, \dots, (i+1)\,d_k - 1$ of the last dimension (this is what
+# `nn.MultiheadAttention` does). <!-- clause: split --> A plain `reshape(B, h, n, d_k)` has the right shape and
+# the wrong content: you need a reshape **and** a transpose. `split_heads` must also accept a non-contiguous `x`
+# (a transposed tensor, for instance), where `.view` fails and `.reshape` works. <!-- clause: non-contiguous -->
+# Raise `ValueError` when `d` is not divisible by `n_heads`. <!-- clause: divisible -->
+#
+# `merge_heads(x)` is the inverse: from `(B, h, n, d_k)` it returns `(B, n, h·d_k)`, the heads concatenated along
+# the feature dimension (head 0 first). <!-- clause: merge -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex4_heads", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def split_heads(x, n_heads):
@@ -665,7 +695,7 @@ def merge_heads(x):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex4_heads", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-from course_utils.grading import check_close, check_shape, check_true
+from course_utils.grading import check_close, check_shape, check_true, msg, passed
 
 X3 = torch.tensor([[1.0, 0, 1, 0], [0, 1, 1, 0], [1, 1, 0, 1]], dtype=torch.float64)       # note 003
 Wq_all = torch.tensor([[1.0, 0, 0, 1], [0, 1, 1, 0], [1, 0, 0, 1], [0, 1, 1, 0]], dtype=torch.float64)  # [W_Q1 | W_Q2]
@@ -685,17 +715,18 @@ check_close("split_heads(x, 3)[:, 1] == x[..., 4:8] (head 2 gets columns 4..7)",
 
 try:                                                        # d = 12 is not divisible by 5 heads
     split_heads(x, 5)
-    _err = "it raised nothing"
+    _err = msg("it raised nothing")
 except ValueError:
     _err = None
 except Exception as _e:
-    _err = f"got {type(_e).__name__}: {_e}"
-check_true(_err is None, f"split_heads(x, 5) for x of shape (2, 5, 12) must raise ValueError (12 is not divisible "
-                         f"by 5 heads); expected ValueError, {_err}.")
-print("Exercise 4: visible tests passed.")
+    _err = msg("got {error}", error=f"{type(_e).__name__}: {_e}")
+check_true(_err is None, msg("split_heads(x, 5) for x of shape (2, 5, 12) must raise ValueError (12 is not divisible "
+                             "by 5 heads); expected ValueError, {outcome}.", outcome=_err))
+passed()
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import outcome, record
+# clause: defined-here
 record("module of split_heads (it must be defined in this notebook)", split_heads.__module__)
 record("module of merge_heads (it must be defined in this notebook)", merge_heads.__module__)
 g = torch.Generator().manual_seed(2024)
@@ -703,16 +734,18 @@ xh = torch.randn(3, 7, 24, generator=g, dtype=torch.float64)
 _per_heads = {}
 for h in (1, 2, 4, 6, 8):
     dk = 24 // h
+    # clause: split
     record(f"split_heads(x, {h}) for x of shape (3, 7, 24): shape (3, {h}, 7, {dk}), head i = columns i*{dk}:(i+1)*{dk}",
            split_heads(xh, h))
     _per_heads[h] = torch.randn(3, h, 7, dk, generator=g, dtype=torch.float64)
+    # clause: merge
     record(f"merge_heads of {h} heads of shape (3, {h}, 7, {dk}) (heads concatenated along the features)",
            merge_heads(_per_heads[h]))
 base = torch.randn(7, 3, 24, generator=g)
 nc = base.transpose(0, 1)                                  # non-contiguous input
-record("split_heads(x, 4) on a non-contiguous float32 x of shape (3, 7, 24)", split_heads(nc, 4))
+record("split_heads(x, 4) on a non-contiguous float32 x of shape (3, 7, 24)", split_heads(nc, 4))  # clause: non-contiguous
 for _bad_h in (5, 7, 48):
-    record(f"split_heads(x, {_bad_h}) for d = 24 (24 is not divisible by {_bad_h})", outcome(split_heads, xh, _bad_h))
+    record(f"split_heads(x, {_bad_h}) for d = 24 (24 is not divisible by {_bad_h})", outcome(split_heads, xh, _bad_h))  # clause: divisible
 ### BEGIN REFERENCE
 from course_utils.grading import check_close, expect
 for h in (1, 2, 4, 6, 8):
@@ -842,15 +875,20 @@ show("nn.MultiheadAttention with the SDPA-convention mask (wrong!)", wrong_out[0
 # $$\mathrm{LN}(z) = \gamma \odot \frac{z - \mu}{\sqrt{\sigma^2 + \varepsilon}} + \beta,\qquad
 # \mu = \frac1d \sum_k z_k,\quad \sigma^2 = \frac1d \sum_k (z_k - \mu)^2 .$$
 #
-# Note the **biased** variance (divide by $d$, not $d-1$) and $\varepsilon$ **inside** the square root: both are what
-# `nn.LayerNorm` does, and both matter numerically. Compute the variance as the mean of the squared deviations
-# $(z_k - \mu)^2$: the one-pass formula $\overline{z^2} - \mu^2$ is equal on paper but cancels catastrophically when
-# $|\mu| \gg \sigma$ (a hidden test checks). The result keeps the dtype of `x`, also when `gamma` and `beta` have
-# another one (mixed precision: `float32` parameters with a `bfloat16` `x`); the arguments are not modified. Library
-# layer norms are off limits, also through their `torch.ops.aten` kernels or an equivalent (`F.group_norm` with one
-# group, `F.instance_norm`, `F.batch_norm`, `F.rms_norm`).
-#
 # ### Exercise 5 (2 points): `layer_norm`
+#
+# Write `layer_norm(x, gamma, beta, eps)`: $\mathrm{LN}$ over the last dimension of `x` (shape `(..., d)`), with
+# `gamma` and `beta` of shape `(d,)` and the given `eps` (default `1e-5`). Note the **biased** variance (divide by
+# $d$, not $d-1$) and $\varepsilon$ **inside** the square root: both are what `nn.LayerNorm` does, and both matter
+# numerically. <!-- clause: value -->
+#
+# Compute the variance as the mean of the squared deviations $(z_k - \mu)^2$: the one-pass formula
+# $\overline{z^2} - \mu^2$ is equal on paper but cancels catastrophically when $|\mu| \gg \sigma$ (a hidden test
+# checks). <!-- clause: large-mean --> The result keeps the dtype of `x`, also when `gamma` and `beta` have another one
+# (mixed precision: `float32` parameters with a `bfloat16` `x`). <!-- clause: keeps-dtype --> The arguments are not
+# modified. <!-- clause: unchanged-input --> Library layer norms are off limits, also through their `torch.ops.aten`
+# kernels or an equivalent (`F.group_norm` with one group, `F.instance_norm`, `F.batch_norm`, `F.rms_norm`): a hidden
+# test switches them off. <!-- clause: no-library-norm -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex5_layernorm", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def layer_norm(x, gamma, beta, eps=1e-5):
@@ -871,7 +909,7 @@ def layer_norm(x, gamma, beta, eps=1e-5):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex5_layernorm", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-from course_utils.grading import check_close, check_shape
+from course_utils.grading import check_close, check_shape, passed
 
 x = torch.tensor([[1.0, 2.0, 3.0, 4.0]], dtype=torch.float64)
 ones, zeros = torch.ones(4, dtype=torch.float64), torch.zeros(4, dtype=torch.float64)
@@ -895,11 +933,11 @@ check_close("layer_norm vs nn.LayerNorm (normalise each token over its last dime
 tiny = torch.tensor([[0.0, 0.001, 0.002, 0.003], [5.0, 5.0, 5.0, 5.0]], dtype=torch.float64)
 check_close("layer_norm of a tiny-variance row and a constant row (eps goes inside the square root)",
             layer_norm(tiny, ones, zeros), F.layer_norm(tiny, (4,)), atol=1e-9)
-print("Exercise 5: visible tests passed.")
+passed()
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import record, switched_off
-record("module of layer_norm (it must be defined in this notebook)", layer_norm.__module__)
+record("module of layer_norm (it must be defined in this notebook)", layer_norm.__module__)  # clause: defined-here
 g = torch.Generator().manual_seed(99)
 xh = torch.randn(2, 3, 4, 5, generator=g, dtype=torch.float64) * 0.01 + 7.0
 gh = torch.randn(5, generator=g, dtype=torch.float64)
@@ -931,15 +969,17 @@ for _name, _t in zip(("x float64 (2, 3, 4, 5)", "gamma float64 (5,)", "beta floa
                       "gamma float32 (16,)", "beta float32 (16,)", "x float32 (5, 16) with mean 1000",
                       "x bfloat16 (4, 12)", "x float16 (4, 12)", "gamma float32 (12,)", "beta float32 (12,)"),
                      (xh, gh, bh, x32, g32, b32, x_off, x_bf, x_fp, g12, b12)):
-    record(f"{_name} after layer_norm (not modified in place)", _t)
+    record(f"{_name} after layer_norm (not modified in place)", _t)  # clause: unchanged-input
+# (every output below was computed with the library norms switched off)
+# clause: large-mean
 record("layer_norm of float32 rows with |mean| = 1000 >> std = 1 (variance = mean of squared deviations, not "
        "mean(x**2) - mean(x)**2)", o_off, atol=2e-3)
-record("layer_norm of a bfloat16 x with float32 gamma and beta (a bfloat16 result)", o_bf, atol=5e-2, rtol=2e-2)
-record("layer_norm of a float16 x with float16 gamma and beta (a float16 result)", o_fp, atol=5e-2, rtol=2e-2)
-record("layer_norm of a float64 x with float32 gamma and beta (a float64 result)", o_64, atol=1e-6)
-record("layer_norm of a float64 (2, 3, 4, 5) x, d = 5, eps = 1e-3", o1, atol=1e-9)
-record("layer_norm of a float64 (2, 3, 4, 5) x, d = 5, default eps", o2, atol=1e-8)
-record("layer_norm of a float32 (6, 16) x (a float32 result)", o3, atol=1e-4)
+record("layer_norm of a bfloat16 x with float32 gamma and beta (a bfloat16 result)", o_bf, atol=5e-2, rtol=2e-2)  # clause: keeps-dtype
+record("layer_norm of a float16 x with float16 gamma and beta (a float16 result)", o_fp, atol=5e-2, rtol=2e-2)  # clause: keeps-dtype
+record("layer_norm of a float64 x with float32 gamma and beta (a float64 result)", o_64, atol=1e-6)  # clause: keeps-dtype
+record("layer_norm of a float64 (2, 3, 4, 5) x, d = 5, eps = 1e-3", o1, atol=1e-9)  # clause: value, no-library-norm
+record("layer_norm of a float64 (2, 3, 4, 5) x, d = 5, default eps", o2, atol=1e-8)  # clause: value
+record("layer_norm of a float32 (6, 16) x (a float32 result)", o3, atol=1e-4)  # clause: value
 ### BEGIN REFERENCE
 from course_utils.grading import expect
 expect("layer_norm of float32 rows with |mean| = 1000 >> std = 1 (variance = mean of squared deviations, not "

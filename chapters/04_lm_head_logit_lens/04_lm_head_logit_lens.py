@@ -24,6 +24,9 @@
 # | 3 | `logit_lens`: the logits every layer would produce, for every position | 4 |
 # | 4 | written question: what the lens shows and what it does not (graded by hand) | 3 |
 #
+# Define each graded function in its answer cell in this notebook (helpers of your own are fine): the hidden
+# tests check where each one is defined. <!-- clause-all: defined-here -->
+#
 # **Which model?** `load_model("gpt2", need="text")` gives the real `gpt2` (12 layers, $d$ = 768,
 # $|V|$ = 50 257) when the Hugging Face hub or its cache is available. Offline it gives a stand-in
 # trained by the course: a small GPT-2 (4 layers, $d$ = 128, $|V|$ = 2048 byte-level BPE tokens)
@@ -282,10 +285,12 @@ vs_seed("sum, rounded to 3 d", SEED_SUM, sum(round(x, 3) for x in probs.tolist()
 # 2. keep the hidden state $h_N$ of the **last position** of every sequence, shape $(B, d)$;
 # 3. return $u = h_N E^\top$ with $E$ = `model.transformer.wte.weight`, shape $(B, |V|)$.
 #
-# Do not call `model(...)` or `model.lm_head(...)`: the test compares your result with them (and a
-# hidden test switches them off). Think about whether `last_hidden_state` still needs the final
+# The result must equal the model's own next-token logits, `model(input_ids).logits[:, -1]`, for any GPT-2
+# language model (the hidden tests also use a tiny random one). <!-- clause: value --> Do not call `model(...)` or
+# `model.lm_head(...)`: the test compares your result with them (and a hidden test switches them off). <!-- clause: no-model-call -->
+# Think about whether `last_hidden_state` still needs the final
 # LayerNorm `ln_f`: compare your result with the model's logits. Return the logits in the dtype of the
-# model's weights, as the head does (no `float64` or `float32` copy: a `bfloat16` model gives `bfloat16` logits).
+# model's weights, as the head does (no `float64` or `float32` copy: a `bfloat16` model gives `bfloat16` logits). <!-- clause: keeps-dtype -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex1_logits", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def next_token_logits(model, input_ids):
@@ -317,7 +322,7 @@ print("visible tests passed")
 import copy as _copy
 from course_utils.grading import record, switched_off
 from transformers import GPT2Config as _GPT2Config, GPT2LMHeadModel as _GPT2LMHeadModel
-record("module of next_token_logits (it must be a function defined in this notebook)",
+record("module of next_token_logits (it must be a function defined in this notebook)",  # clause: defined-here
        getattr(next_token_logits, "__module__", None))
 
 # (a) the chapter's model, a batch of random token ids (any length, any vocabulary)
@@ -325,6 +330,7 @@ _g = torch.Generator().manual_seed(41)
 _ids = torch.randint(0, model.config.vocab_size, (3, 7), generator=_g)
 with torch.no_grad():
     _got = next_token_logits(model, _ids)
+# clause: value
 record("next-token logits of the chapter's model for a batch of 3 sequences of 7 random tokens (float32, (3, |V|))",
        _got, atol=1e-4, rtol=1e-5)
 
@@ -348,9 +354,10 @@ with torch.no_grad(), switched_off(f"{type(_tiny).__module__}.{type(_tiny).__qua
                                    "torch.nn.Linear.forward", functions=[next_token_logits], hint=_hint1):
     _tgot = next_token_logits(_tiny, _tids)
     _tgot_bf = next_token_logits(_tiny_bf, _tids)
+# clause: value, no-model-call
 record("next-token logits of a tiny random GPT-2 (3 blocks, d = 24, |V| = 53; float32, (2, 53))", _tgot,
        atol=1e-5, rtol=1e-5)
-record("next-token logits of the tiny GPT-2 in bfloat16 (a bfloat16 result)", _tgot_bf, atol=5e-2, rtol=2e-2)
+record("next-token logits of the tiny GPT-2 in bfloat16 (a bfloat16 result)", _tgot_bf, atol=5e-2, rtol=2e-2)  # clause: keeps-dtype
 del _got, _tgot, _tgot_bf
 ### BEGIN REFERENCE
 from course_utils.grading import expect
@@ -369,14 +376,15 @@ del _tiny, _tiny_bf
 # ### Exercise 2 — the probabilities by hand (2 points)
 #
 # Write `softmax(logits)`: the softmax over the **last** dimension of a tensor of any shape
-# $(\dots, |V|)$, $\;y_i = e^{u_i - m} / \sum_j e^{u_j - m}$ with $m = \max_j u_j$ of the same row.
-# Subtracting the row maximum changes nothing mathematically (it cancels) but keeps $e^{x}$ from
-# overflowing: in float32, $e^{89}$ is already `inf`. Entries equal to $-\infty$ (masked tokens) must get
-# probability exactly 0. Use `torch.exp`, `max` and `sum`; do not call `torch.softmax`, `log_softmax` or any other
-# library softmax (nor `torch.logsumexp`, nor their `torch.ops.aten` kernels): a hidden test switches them off,
-# also when your code reaches them through another name (an alias, a default argument). Keep the dtype of
-# `logits` (`float16` and `bfloat16` too, no `float32` result) and leave `logits` unchanged (`logits -= m`
-# would shift the caller's tensor).
+# $(\dots, |V|)$, $\;y_i = e^{u_i - m} / \sum_j e^{u_j - m}$ with $m = \max_j u_j$ of the same row. <!-- clause: value -->
+# Subtracting the row maximum changes nothing mathematically (it cancels) but keeps $e^{x}$
+# from overflowing: in float32, $e^{89}$ is already `inf`. Logits in the thousands must still give finite
+# probabilities. <!-- clause: no-overflow --> Entries equal to $-\infty$ (masked tokens) must get probability
+# exactly 0. <!-- clause: neg-inf --> Use `torch.exp`, `max` and `sum`; do not call `torch.softmax`, `log_softmax` or
+# any other library softmax (nor `torch.logsumexp`, nor their `torch.ops.aten` kernels): a hidden test switches them
+# off, also when your code reaches them through another name (an alias, a default argument). <!-- clause: no-library-softmax -->
+# Keep the dtype of `logits` (`float16` and `bfloat16` too, no `float32`
+# result). <!-- clause: keeps-dtype --> Leave `logits` unchanged (`logits -= m` would shift the caller's tensor). <!-- clause: unchanged-input -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_softmax", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def softmax(logits):
@@ -408,7 +416,7 @@ print("visible tests passed")
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import record, switched_off
-record("module of softmax (it must be a function defined in this notebook)", getattr(softmax, "__module__", None))
+record("module of softmax (it must be a function defined in this notebook)", getattr(softmax, "__module__", None))  # clause: defined-here
 _g2 = torch.Generator().manual_seed(2)
 _x = torch.randn(2, 3, 17, generator=_g2, dtype=torch.float64) * 4.0          # 3-D, rows along the last dim
 _xl = torch.randn(4, 9, generator=_g2) * 300.0 + 500.0                        # float32, |logits| up to ~1500
@@ -430,12 +438,15 @@ with switched_off("torch.softmax", "torch.log_softmax", "torch._softmax", "torch
 # the inputs after the calls: softmax must not modify logits (logits -= m changes the caller's tensor)
 for _name, _t in zip(("float64 (2, 3, 17)", "float32 (4, 9) large", "float32 (3, 6) with -inf entries",
                       "bfloat16 (5, 11)", "float16 (3, 8) with a -inf entry"), (_x, _xl, _xm, *_xh)):
-    record(f"logits after softmax on the {_name} input (not modified in place)", _t)
-record("softmax over the last dimension of a float64 (2, 3, 17) tensor", _gots[0], atol=1e-12, rtol=1e-9)
-record("softmax of large float32 logits (values up to ~1500: subtract the row max)", _gots[1], atol=1e-6, rtol=1e-4)
+    record(f"logits after softmax on the {_name} input (not modified in place)", _t)  # clause: unchanged-input
+# (every output below was computed with the library softmax switched off)
+record("softmax over the last dimension of a float64 (2, 3, 17) tensor", _gots[0], atol=1e-12, rtol=1e-9)  # clause: value, no-library-softmax
+record("softmax of large float32 logits (values up to ~1500: subtract the row max)", _gots[1], atol=1e-6, rtol=1e-4)  # clause: no-overflow
+# clause: neg-inf
 record("softmax of float32 logits with -inf (masked) entries", _gots[2], atol=1e-6, rtol=1e-5)
 record("softmax of float32 logits at the -inf (masked) entries (exactly 0)", _gots[2][torch.isinf(_xm)])
-record("softmax of bfloat16 logits (a bfloat16 result)", _gots[3], atol=1e-2, rtol=0)
+record("softmax of bfloat16 logits (a bfloat16 result)", _gots[3], atol=1e-2, rtol=0)  # clause: keeps-dtype
+# clause: keeps-dtype, neg-inf
 record("softmax of float16 logits with a -inf entry (a float16 result)", _gots[4], atol=2e-3, rtol=0)
 record("softmax of float16 logits at the -inf (masked) entry (exactly 0)", _gots[4][0, 3])
 del _gots
@@ -523,12 +534,13 @@ with torch.no_grad():
 #
 # * run the model with `output_hidden_states=True`;
 # * for every entry $\ell = 0, \dots, L$ of `hidden_states`, compute the logits the head would give:
-#   `ln_f` then the head's matrix for $\ell < L$; the head's matrix only for $\ell = L$ (see the table);
-# * return a torch tensor (not a NumPy array) of shape $(L + 1, n, |V|)$ (logits, not probabilities), in the
-#   dtype of the model's weights (a `bfloat16` model gives `bfloat16` logits, as its head does).
+#   `ln_f` then the head's matrix for $\ell < L$; the head's matrix only for $\ell = L$ (see the table); <!-- clause: value -->
+# * return a torch tensor (not a NumPy array) of shape $(L + 1, n, |V|)$ (logits, not probabilities); <!-- clause: shape -->
+#   keep the dtype of the model's weights (a `bfloat16` model gives `bfloat16` logits, as its
+#   head does). <!-- clause: keeps-dtype -->
 #
 # Use `model.transformer.ln_f` and `model.lm_head` (or the tied `wte` weight) and read $L$ from the
-# model: the hidden tests use other prompts and a tiny random GPT-2 with a different number of blocks.
+# model: the hidden tests use other prompts and a tiny random GPT-2 with a different number of blocks. <!-- clause: any-model -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_logit_lens", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def logit_lens(model, input_ids):
@@ -570,7 +582,7 @@ import copy as _copy
 from course_utils.grading import record
 from course_utils.models import load_model as _load_model
 from transformers import GPT2Config as _GPT2Config, GPT2LMHeadModel as _GPT2LMHeadModel
-record("module of logit_lens (it must be a function defined in this notebook)", getattr(logit_lens, "__module__", None))
+record("module of logit_lens (it must be a function defined in this notebook)", getattr(logit_lens, "__module__", None))  # clause: defined-here
 
 # (a) a fresh copy of the chapter's model, another prompt. The lens is recorded whole except along the
 # vocabulary: 256 fixed token ids (the full (L + 1, n, |V|) tensor of the real gpt2 would be ~30 MB); its shape
@@ -580,7 +592,8 @@ _ida = _t("Friends, Romans, countrymen, lend me your ears;", return_tensors="pt"
 _cols = torch.randperm(_m.config.vocab_size, generator=torch.Generator().manual_seed(17))[:256].sort().values
 with torch.no_grad():
     _gota = logit_lens(_m, _ida)
-record("shape of logit_lens on another prompt: (L + 1, n, |V|)", tuple(_gota.shape))
+record("shape of logit_lens on another prompt: (L + 1, n, |V|)", tuple(_gota.shape))  # clause: shape
+# clause: value
 record("logit_lens on another prompt (float32), at 256 token ids: row l = ln_f(residual stream after l blocks) @ W^T, "
        "row L = the model's logits", _gota[:, :, _cols], atol=2e-4, rtol=1e-4)
 del _m, _t, _gota
@@ -598,9 +611,10 @@ _idb = torch.randint(0, 61, (1, 8), generator=torch.Generator().manual_seed(3))
 with torch.no_grad():
     _gotb = logit_lens(_tiny, _idb)
     _gotb_bf = logit_lens(_tiny_bf, _idb)
+# clause: value, any-model
 record("logit_lens of a tiny GPT-2 with 2 blocks, |V| = 61 (float32, (3, 8, 61); ln_f before the head on rows "
        "0 .. L-1, not applied twice on row L)", _gotb, atol=1e-5, rtol=1e-5)
-record("logit_lens of the tiny GPT-2 in bfloat16 (a bfloat16 result)", _gotb_bf, atol=1e-1, rtol=3e-2)
+record("logit_lens of the tiny GPT-2 in bfloat16 (a bfloat16 result)", _gotb_bf, atol=1e-1, rtol=3e-2)  # clause: keeps-dtype
 del _gotb, _gotb_bf
 ### BEGIN REFERENCE
 import torch.nn.functional as _F

@@ -22,6 +22,9 @@
 # | 3 | `interleaved_to_half`: the permutation between the book's and `transformers`' conventions | 2 |
 # | 4 | written question: the consolidation exercise, with evidence (graded by hand) | 3 |
 #
+# Define each graded function in its answer cell in this notebook (helpers of your own are fine): the hidden
+# tests check where each one is defined. <!-- clause-all: defined-here -->
+#
 # Everything here is exact arithmetic on tiny tensors: no model is downloaded, and every number
 # is the same on every machine.
 
@@ -151,11 +154,13 @@ print("library == book:", np.allclose(attn_logits(lib, lib), BOOK_ROPE, atol=5e-
 #
 # ### Exercise 1 (2 points): `rotate_2d`
 #
-# Implement the rotation for a whole batch of pairs at once. `x` has shape `(..., 2)` (the last axis
-# holds $(x_1, x_2)$), and `theta` is a Python number or a tensor whose shape broadcasts against
-# `x.shape[:-1]` (one angle per pair). Return a new tensor with the shape and dtype of `x`, whatever
-# the dtype of `theta` (a float64 angle tensor must not turn a float16 or bfloat16 `x` into float64),
-# and leave `x` unchanged. Do not use a loop over the pairs.
+# Implement the counter-clockwise rotation $R(\theta)$ above for a whole batch of pairs at once: `x` has shape
+# `(..., 2)` (the last axis holds $(x_1, x_2)$), and each pair is turned by its angle. <!-- clause: value -->
+# `theta` is a Python number or a tensor (a 0-d one included) whose shape broadcasts against `x.shape[:-1]` (one
+# angle per pair, or one angle shared along an axis). <!-- clause: angles --> Return a new tensor with the shape and
+# dtype of `x`, whatever the dtype of `theta` (a float64 angle tensor must not turn a float16 or bfloat16 `x` into
+# float64). <!-- clause: keeps-dtype --> Leave `x` unchanged. <!-- clause: unchanged-input --> Do not use a loop
+# over the pairs.
 
 # %% nbgrader={"grade": false, "grade_id": "ex1_rotate_2d", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def rotate_2d(x, theta):
@@ -176,7 +181,7 @@ def rotate_2d(x, theta):
 # %% nbgrader={"grade": true, "grade_id": "test_ex1_rotate_2d", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 import math
 import torch
-from course_utils.grading import check_close, check_shape, check_true, check_type
+from course_utils.grading import check_close, check_shape, check_true, check_type, msg
 
 _th = 0.3
 _e1 = torch.tensor([1.0, 0.0], dtype=torch.float64)
@@ -192,33 +197,33 @@ _xb = torch.tensor([[3.0, 4.0], [1.0, -2.0], [0.5, 0.5]], dtype=torch.float64)
 _tb = torch.tensor([0.1, 2.0, -1.0], dtype=torch.float64)
 _rb = rotate_2d(_xb, _tb)
 check_shape("rotate_2d on a batch of 3 pairs with 3 angles", _rb, (3, 2))
-check_true(_rb.dtype == torch.float64, f"rotate_2d must keep the dtype of x (float64), got {_rb.dtype}.")
+check_true(_rb.dtype == torch.float64, msg("rotate_2d must keep the dtype of x (float64), got {dtype}.", dtype=_rb.dtype))
 check_close("norms after rotate_2d (a rotation preserves the norm)", _rb.norm(dim=-1), _xb.norm(dim=-1), atol=1e-6)
 check_close("row 0 of the batched call vs rotate_2d([3, 4], 0.1) alone (pair i must be turned by angle i)",
             _rb[0], rotate_2d(_xb[0], 0.1), atol=1e-6)
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import outcome, record
-record("module of rotate_2d (it must be defined in this notebook)", rotate_2d.__module__)
+record("module of rotate_2d (it must be defined in this notebook)", rotate_2d.__module__)  # clause: defined-here
 _g = torch.Generator().manual_seed(11)
 _x = torch.randn(5, 7, 2, generator=_g, dtype=torch.float64)
 _t = 20 * torch.rand(5, 7, generator=_g, dtype=torch.float64) - 10
 _out = rotate_2d(_x, _t)
-record("x after rotate_2d(x, theta) (x must not be modified in place)", _x)
-record("rotate_2d on a (5, 7, 2) batch with one angle per pair", _out, atol=1e-6)
+record("x after rotate_2d(x, theta) (x must not be modified in place)", _x)  # clause: unchanged-input
+record("rotate_2d on a (5, 7, 2) batch with one angle per pair", _out, atol=1e-6)  # clause: value
 _t0 = torch.tensor(1.25, dtype=torch.float64)
-record("rotate_2d with a 0-d tensor angle", rotate_2d(_x, _t0), atol=1e-6)
+record("rotate_2d with a 0-d tensor angle", rotate_2d(_x, _t0), atol=1e-6)  # clause: angles
 _tcol = torch.tensor([[0.5], [1.0], [-2.0], [3.0], [0.0]], dtype=torch.float64)   # broadcast over axis 1
-record("rotate_2d with angles of shape (5, 1) broadcast over (5, 7)", rotate_2d(_x, _tcol), atol=1e-6)
-record("rotate_2d(rotate_2d(x, 0.7), -2.1)", rotate_2d(rotate_2d(_x, 0.7), -2.1), atol=1e-6)
-record("rotate_2d in float32", rotate_2d(_x.float(), 0.4), atol=1e-5)
+record("rotate_2d with angles of shape (5, 1) broadcast over (5, 7)", rotate_2d(_x, _tcol), atol=1e-6)  # clause: angles
+record("rotate_2d(rotate_2d(x, 0.7), -2.1)", rotate_2d(rotate_2d(_x, 0.7), -2.1), atol=1e-6)  # clause: value, angles
+record("rotate_2d in float32", rotate_2d(_x.float(), 0.4), atol=1e-5)  # clause: keeps-dtype
 # the dtype of x wins over the dtype of theta (mixed-dtype arguments), also in half precision
 _half = {}
 for _dt, _tol in ((torch.float32, 1e-5), (torch.float16, 5e-3), (torch.bfloat16, 3e-2)):
     _xl = _x.to(_dt)
     _half[_dt] = rotate_2d(_xl, _t)                            # theta: float64 tensor of shape (5, 7)
-    record(f"x in {_dt} after rotate_2d (not modified in place)", _xl)
-    record(f"rotate_2d(x in {_dt}, theta in float64): a {_dt} result", _half[_dt], atol=_tol * 8, rtol=_tol)
+    record(f"x in {_dt} after rotate_2d (not modified in place)", _xl)  # clause: unchanged-input
+    record(f"rotate_2d(x in {_dt}, theta in float64): a {_dt} result", _half[_dt], atol=_tol * 8, rtol=_tol)  # clause: keeps-dtype
 ### BEGIN REFERENCE
 from course_utils.grading import check_close, expect
 def _complex_rotation(x, t):
@@ -305,21 +310,22 @@ plt.show()
 # ### Exercise 2 (3 points): `rope_apply`
 #
 # Implement RoPE in the book's interleaved convention for inputs of any batch shape
-# `(..., seq, d)`:
+# `(..., seq, d)`. <!-- clause: any-batch -->
 #
 # * `positions` is a 1-D tensor of length `seq` (integers or floats); row `s` of the sequence is
-#   rotated with position `positions[s]`, which need not be `0, 1, 2, ...`;
-# * pair $j$ = coordinates `(2j, 2j+1)` is rotated by `positions[s] * base ** (-2j / d)`;
+#   rotated with position `positions[s]`, which need not be `0, 1, 2, ...`; <!-- clause: positions -->
+# * pair $j$ = coordinates `(2j, 2j+1)` is rotated by `positions[s] * base ** (-2j / d)`, for the given
+#   `base`; <!-- clause: value -->
 # * return a new tensor with the shape and dtype of `x` (also float16 and bfloat16: compute the
-#   angles in a wider dtype if you like, but cast back), leave `x` unchanged, and raise
-#   `ValueError` when `d` is odd.
+#   angles in a wider dtype if you like, but cast back); <!-- clause: keeps-dtype --> leave `x` unchanged; <!-- clause: unchanged-input -->
+#   raise `ValueError` when `d` is odd. <!-- clause: odd-d -->
 #
 # The book's code (Book §3.4.5) only works for 2-D inputs; `x[..., 0::2]` is the batch-friendly
 # way to pick every other coordinate. You may reuse `rotate_2d`, but you do not have to. Write the
 # rotation yourself: do not call `library_rope` or `transformers`' RoPE (`apply_rotary_pos_emb`,
 # `rotate_half` or a `...RotaryEmbedding` class, of any model). They are what the tests compare
 # against, so the autograder also runs your function where `transformers` is not installed, with
-# this notebook's imports only (`torch`, `math`, `np`).
+# this notebook's imports only (`torch`, `math`, `np`). <!-- clause: no-library-rope -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_rope_apply", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def rope_apply(x, positions, base=10000.0):
@@ -348,13 +354,13 @@ def rope_apply(x, positions, base=10000.0):
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex2_rope_apply", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
 import torch
-from course_utils.grading import check_close, check_shape, check_true, check_type
+from course_utils.grading import check_close, check_shape, check_true, check_type, msg
 
 _X = torch.tensor([[1.0, 0.0, 1.0, 0.0], [1.0, 1.0, 0.0, 1.0], [0.0, 1.0, -1.0, 1.0]], dtype=torch.float64)
 _Xr = rope_apply(_X, torch.arange(3))
 check_type("rope_apply(X, positions)", _Xr, torch.Tensor)
 check_shape("rope_apply(X, positions)", _Xr, (3, 4))
-check_true(_Xr.dtype == torch.float64, f"rope_apply must keep the dtype of x (float64), got {_Xr.dtype}.")
+check_true(_Xr.dtype == torch.float64, msg("rope_apply must keep the dtype of x (float64), got {dtype}.", dtype=_Xr.dtype))
 check_close("rope_apply(X, [0, 1, 2]) at position 0 (angle 0: nothing rotates)", _Xr[0], _X[0], atol=1e-6)
 check_close("norm of every row after rope_apply (rotations preserve norms)", _Xr.norm(dim=-1), _X.norm(dim=-1), atol=1e-6)
 check_close("logits with RoPE on the book's mini-corpus vs the book (§3.5.2)", _Xr @ _Xr.T / 2,
@@ -370,7 +376,7 @@ check_true(_raised, "rope_apply must raise ValueError when the last dimension is
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import outcome, record
-record("module of rope_apply (it must be defined in this notebook)", rope_apply.__module__)
+record("module of rope_apply (it must be defined in this notebook)", rope_apply.__module__)  # clause: defined-here
 ### BEGIN PROBE WITHOUT transformers
 # recorded twice: here, and by the autograder in a kernel where this package is not installed
 import torch
@@ -388,14 +394,15 @@ _xs = [torch.randn(*_shape, generator=_g, dtype=torch.float64).to(_dt) for _shap
 _outs = []
 for _x, (_shape, _pos, _base, _dt) in zip(_xs, _cases):
     _outs.append(rope_apply(_x, _pos, base=_base))
-    record(f"x after rope_apply on shape {_shape} (not modified in place)", _x)
+    record(f"x after rope_apply on shape {_shape} (not modified in place)", _x)  # clause: unchanged-input
 # 1e-4: angles computed in float32 (as in the book's code and in transformers) are accepted;
 # in half precision, the rounding of the result to x's dtype
 _tols = {torch.bfloat16: 3e-2, torch.float16: 4e-3}
 for _x, _out, (_shape, _pos, _base, _dt) in zip(_xs, _outs, _cases):
     _tol = _tols.get(_dt, 1e-4)
+    # clause: value, any-batch, positions, keeps-dtype, no-library-rope
     record(f"rope_apply on shape {_shape}, positions {_pos.tolist()}, base {_base:g}", _out, atol=_tol, rtol=_tol)
-record("rope_apply with d = 7", outcome(rope_apply, torch.zeros(1, 3, 7, dtype=torch.float64), torch.arange(3)))
+record("rope_apply with d = 7", outcome(rope_apply, torch.zeros(1, 3, 7, dtype=torch.float64), torch.arange(3)))  # clause: odd-d
 ### END PROBE
 ### BEGIN REFERENCE
 from course_utils.grading import check_close, expect
@@ -637,14 +644,14 @@ plt.show()
 # ### Exercise 3 (2 points): `interleaved_to_half`
 #
 # Return the index tensor `perm` (dtype `torch.long`, shape `(d,)`) such that `x[..., perm]`
-# re-orders a vector from the book's interleaved layout into the rotate-half layout; in other words,
-# for every `x`:
+# re-orders a vector from the book's interleaved layout into the rotate-half layout: the book's pair
+# $(2j, 2j+1)$ lands on the library's pair $(j, j + d/2)$. <!-- clause: value --> In other words, for every `x`:
 #
 # ```python
 # library_rope(x[..., perm], positions)  ==  rope_apply(x, positions)[..., perm]
 # ```
 #
-# `d` must be even (RoPE rotates pairs): raise `ValueError` for an odd `d`.
+# `d` must be even (RoPE rotates pairs): raise `ValueError` for an odd `d`. <!-- clause: odd-d -->
 #
 # Hint: write down where the book's pair $(0, 1)$ must go, then $(2, 3)$, for $d = 8$.
 
@@ -667,11 +674,11 @@ import math
 import torch
 from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
-from course_utils.grading import check_close, check_equal, check_shape, check_true, check_type
+from course_utils.grading import check_close, check_equal, check_shape, check_true, check_type, msg
 
 _perm = interleaved_to_half(8)
 check_type("interleaved_to_half(8)", _perm, torch.Tensor)
-check_true(_perm.dtype == torch.long, f"interleaved_to_half must return a torch.long tensor (usable as an index), got {_perm.dtype}.")
+check_true(_perm.dtype == torch.long, msg("interleaved_to_half must return a torch.long tensor (usable as an index), got {dtype}.", dtype=_perm.dtype))
 check_shape("interleaved_to_half(8)", _perm, (8,))
 check_equal("sorted(interleaved_to_half(8)) (a permutation uses every index once)", sorted(_perm.tolist()), list(range(8)))
 # Run the library on x[..., perm], move the result back to the book's layout, and look at every
@@ -696,11 +703,11 @@ check_close("angle (radians, in (-pi, pi]) by which the library turned book pair
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import outcome, record
-record("module of interleaved_to_half (it must be defined in this notebook)", interleaved_to_half.__module__)
+record("module of interleaved_to_half (it must be defined in this notebook)", interleaved_to_half.__module__)  # clause: defined-here
 for _d in (2, 4, 64, 128):
-    record(f"interleaved_to_half({_d}) (a torch.long tensor)", interleaved_to_half(_d))
+    record(f"interleaved_to_half({_d}) (a torch.long tensor)", interleaved_to_half(_d))  # clause: value
 for _odd in (7, 1):
-    record(f"interleaved_to_half({_odd}) (d must be even)", outcome(interleaved_to_half, _odd))
+    record(f"interleaved_to_half({_odd}) (d must be even)", outcome(interleaved_to_half, _odd))  # clause: odd-d
 ### BEGIN REFERENCE
 from course_utils.grading import check_close, expect
 def _ref_interleaved(x, pos, base):

@@ -24,6 +24,9 @@
 # | 4 | `softmax_jacobian(z)` — the closed form of seed 002's Theorem 8 | 2 |
 # | 5 | written question: is seed 002's Corollary 4 right? | 3 |
 #
+# Define each graded function in its answer cell, in this notebook (helpers of your own are fine):
+# the hidden tests check where each one is defined. <!-- clause-all: defined-here -->
+#
 # Everything here is computed from fixed seeds and small tensors: no model is downloaded, and
 # every number printed is the same on every run.
 
@@ -201,10 +204,14 @@ plt.show()
 #
 # ### Exercise 1 (2 points) — entropy in nats
 #
-# Work along any dimension, keep the dtype (float16 and bfloat16 too: no silent upcast), leave `p`
-# unchanged, and return exactly $0$ (never `nan`) for the terms with $p_j = 0$. Hint: `torch.where`, or `torch.xlogy`. Compute it from the formula:
+# Return $H(p) = -\sum_j p_j \log p_j$ in nats (natural logarithm) along `dim`, for a batch of
+# distributions or a single one. <!-- clause: value -->
+# Work along any dimension (`dim` may be negative). <!-- clause: any-dim --> Keep the dtype (float16
+# and bfloat16 too: no silent upcast). <!-- clause: keeps-dtype --> Leave `p` unchanged. <!-- clause: unchanged-input -->
+# Return exactly $0$ (never `nan`) for the terms with $p_j = 0$. <!-- clause: zero-terms -->
+# Hint: `torch.where`, or `torch.xlogy`. Compute it from the formula:
 # `torch.distributions.Categorical(...).entropy()` is what the tests compare against, so they do
-# not accept it.
+# not accept it. <!-- clause: no-library -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex1_entropy", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def entropy(p: torch.Tensor, dim: int = -1) -> torch.Tensor:
@@ -238,7 +245,7 @@ check_close("entropy(p, dim=0) of the transposed batch", entropy(p.T, dim=0), H,
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import record, switched_off
-record("module of entropy (it must be defined in this notebook)", entropy.__module__)
+record("module of entropy (it must be defined in this notebook)", entropy.__module__)  # clause: defined-here
 _g = torch.Generator().manual_seed(606)
 _logits = torch.randn(5, 7, 9, generator=_g, dtype=torch.float64) * 3
 _logits[_logits < -2.0] = -math.inf                     # some exact zeros
@@ -251,12 +258,15 @@ with switched_off("torch.distributions.Categorical.entropy", functions=[entropy]
     _H1 = entropy(_P.movedim(-1, 1), dim=1)
     _Hf = entropy(_P.float())
     _Hh = {_dt: entropy(_v) for _dt, _v in _Ph.items()}
-record("p after entropy(p) (p must not be modified in place)", _P)
+record("p after entropy(p) (p must not be modified in place)", _P)  # clause: unchanged-input
+# clause: value, zero-terms, no-library
 record("entropy of a (5, 7, 9) float64 batch with zeros", _H, atol=1e-10, rtol=1e-5)
-record("entropy along dim=1 of a (5, 9, 7) tensor", _H1, atol=1e-10, rtol=1e-5)
+record("entropy along dim=1 of a (5, 9, 7) tensor", _H1, atol=1e-10, rtol=1e-5)  # clause: any-dim
+# clause: keeps-dtype
 record("entropy of a float32 batch (a float32 result)", _Hf, atol=1e-5, rtol=1e-5)
 for _dt, _Hd in _Hh.items():   # half precision: the dtype of p, never an upcast copy
     record(f"entropy of a {_dt} batch (a {_dt} result)", _Hd, atol=5e-2, rtol=2e-2)
+# clause: value
 record("entropy of a single distribution [0, 0.2, 0.8] (1-D input)",
        entropy(torch.tensor([0.0, 0.2, 0.8], dtype=torch.float64)), atol=1e-12, rtol=1e-5)
 record("entropy of a uniform row of length 13", entropy(torch.full((13,), 1 / 13, dtype=torch.float64)),
@@ -278,10 +288,13 @@ expect("entropy of a uniform row of length 13", torch.tensor(math.log(13), dtype
 # %% [markdown]
 # ### Exercise 2 (2 points) — a numerically stable tempered softmax
 #
-# Compute $\mathrm{softmax}(x/\tau)$ along `dim` **with `torch.exp`**, subtracting the maximum of each
-# slice (section 2.2). Do not call a library softmax (`torch.softmax`, `F.softmax`,
-# `Tensor.softmax`, `log_softmax`, nor their `torch._softmax` / `torch.ops.aten` kernels): the tests check. Entries equal to `-inf` (masked keys) must get
-# probability $0$. Keep the dtype of `x` (float16 and bfloat16 too) and leave `x` unchanged.
+# Compute $\mathrm{softmax}(x/\tau)$ along `dim` (any dimension) **with `torch.exp`**, subtracting the
+# maximum of each slice (section 2.2), so that logits in the thousands give no `nan`. <!-- clause: value -->
+# Do not call a library softmax (`torch.softmax`, `F.softmax`,
+# `Tensor.softmax`, `log_softmax`, nor their `torch._softmax` / `torch.ops.aten` kernels): the tests
+# check. <!-- clause: no-library --> Entries equal to `-inf` (masked keys) must get probability $0$. <!-- clause: masked-zero -->
+# Keep the dtype of `x` (float16 and bfloat16 too). <!-- clause: keeps-dtype -->
+# Leave `x` unchanged. <!-- clause: unchanged-input --> Raise `ValueError` when `tau` ≤ 0. <!-- clause: tau-positive -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_tempered_softmax", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def tempered_softmax(x: torch.Tensor, tau: float = 1.0, dim: int = -1) -> torch.Tensor:
@@ -304,13 +317,13 @@ def tempered_softmax(x: torch.Tensor, tau: float = 1.0, dim: int = -1) -> torch.
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex2_tempered_softmax", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-from course_utils.grading import check_close, check_shape, check_true
+from course_utils.grading import check_close, check_shape, check_true, msg
 
 x = torch.tensor([[1.0, 0.5, -0.5], [2.0, 1.0, -1.0]], dtype=torch.float64)
 for tau in (0.5, 1.0, 3.0):
     out = tempered_softmax(x, tau)
-    check_shape(f"tempered_softmax(x, tau={tau})", out, (2, 3))
-    check_close(f"tempered_softmax(x, tau={tau}) vs torch.softmax(x / tau, dim=-1)", out,
+    check_shape(msg("tempered_softmax(x, tau={tau})", tau=tau), out, (2, 3))
+    check_close(msg("tempered_softmax(x, tau={tau}) vs torch.softmax(x / tau, dim=-1)", tau=tau), out,
                 torch.softmax(x / tau, dim=-1), atol=1e-12)
 big = tempered_softmax(torch.tensor([1000.0, 999.0, 0.0]), tau=1.0)
 check_true(not torch.isnan(big).any().item(),
@@ -321,8 +334,9 @@ check_close("tempered_softmax(x, tau=0.5, dim=0) (columns sum to 1)", tempered_s
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import outcome, record, switched_off
-record("module of tempered_softmax (it must be defined in this notebook)", tempered_softmax.__module__)
+record("module of tempered_softmax (it must be defined in this notebook)", tempered_softmax.__module__)  # clause: defined-here
 # library softmax names in the code of tempered_softmax (a helper of your own, defined in this notebook, is fine)
+# clause: no-library
 record("library softmax / log_softmax named in the code of tempered_softmax (use torch.exp instead)",
        sorted(_n for _n in {"softmax", "log_softmax"} & set(tempered_softmax.__code__.co_names)
               if getattr(globals().get(_n), "__module__", None) != "__main__"))
@@ -342,9 +356,11 @@ with switched_off("torch.softmax", "torch.log_softmax", "torch.nn.functional.sof
     _outs = [tempered_softmax(a, t, dim=d) for a, t, d in _cases]
 for (a, t, d), _o in zip(_cases, _outs):
     _what = f"a {tuple(a.shape)} {a.dtype} tensor x, tau={t}, dim={d}"
-    record(f"x after tempered_softmax on {_what} (x must not be modified in place)", a)
+    record(f"x after tempered_softmax on {_what} (x must not be modified in place)", a)  # clause: unchanged-input
+    # clause: value, keeps-dtype, no-library
     record(f"tempered_softmax on {_what}", _o, atol=_tols.get(a.dtype, 1e-12), rtol=1e-5)
-record("tempered_softmax, tau=0.05: the probability of the masked (-inf) entry", _outs[0][0, 0, 3], atol=0.0)
+record("tempered_softmax, tau=0.05: the probability of the masked (-inf) entry", _outs[0][0, 0, 3], atol=0.0)  # clause: masked-zero
+# clause: tau-positive
 for _bad in (0.0, -1.0):
     record(f"tempered_softmax(x, tau={_bad}) (tau must be > 0)", outcome(tempered_softmax, _x, _bad))
 ### BEGIN REFERENCE
@@ -371,10 +387,13 @@ for _bad in (0.0, -1.0):
 #   `k = torch.randn(n_pairs, d_k, generator=generator)` (float32, entries $\mathcal N(0,1)$);
 # * the raw score of pair $i$ is $q_i\cdot k_i$ (one score per row, *not* the full $n\times n$
 #   matrix), and the scaled score is raw$/\sqrt{d_k}$;
-# * row of the table: `[std(raw), std(scaled)]`, with `torch.std` (its default, unbiased, estimator).
+# * row of the table: `[std(raw), std(scaled)]`, with `torch.std` (its default, unbiased, estimator). <!-- clause: protocol -->
 #
-# Return the table as a float64 tensor of shape `(len(d_ks), 2)`. Use only the generator you are
-# given (not the global RNG, not a new generator).
+# Return the table as a float64 tensor of shape `(len(d_ks), 2)`. <!-- clause: protocol --> Use only
+# the generator you are given (not the global RNG, not a new generator), as it comes: it may already
+# have been used. <!-- clause: given-generator --> With many pairs, the table shows the book's
+# result: $\mathrm{std}(q\cdot k) \approx \sqrt{d_k}$ and the scaled scores' standard deviation
+# close to $1$. <!-- clause: sqrt-dk -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_score_std_table", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def score_std_table(d_ks, n_pairs: int, generator: torch.Generator) -> torch.Tensor:
@@ -422,15 +441,16 @@ check_close("score_std_table([3], 4, seed 5): q drawn (4, 3) then k (4, 3), std 
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import record
-record("module of score_std_table (it must be defined in this notebook)", score_std_table.__module__)
+record("module of score_std_table (it must be defined in this notebook)", score_std_table.__module__)  # clause: defined-here
 _protocol_cases = [((3, 17, 100), 257, 2024, 0), ([1, 512], 64, 7, 5), ((32,), 1000, 0, 0), ([64, 8, 8, 2], 33, 11, 3)]
 for _dks, _n, _seed, _skip in _protocol_cases:
     _ga = torch.Generator().manual_seed(_seed)
     if _skip:   # a generator that has already been used
         torch.randn(_skip, generator=_ga)
+    # clause: protocol, given-generator
     record(f"score_std_table({list(_dks)}, {_n}, generator seeded {_seed}, {_skip} draws already used): the protocol",
            score_std_table(_dks, _n, _ga), atol=1e-6, rtol=1e-4)
-record("score_std_table([1024], 10000, seed 31337): [std(raw) ≈ 32, std(scaled) ≈ 1] (5% tolerance)",
+record("score_std_table([1024], 10000, seed 31337): [std(raw) ≈ 32, std(scaled) ≈ 1] (5% tolerance)",  # clause: sqrt-dk
        score_std_table([1024], 10_000, torch.Generator().manual_seed(31337)), atol=0.0, rtol=0.05)
 ### BEGIN REFERENCE
 from course_utils.grading import expect
@@ -459,10 +479,12 @@ expect("score_std_table([1024], 10000, seed 31337): [std(raw) ≈ 32, std(scaled
 # ### Exercise 4 (2 points) — the softmax Jacobian in closed form
 #
 # Return the $n\times n$ matrix $J_{ij} = \partial\,\mathrm{softmax}(z)_i / \partial z_j$ from the
-# formula of section 2.3. You may compute $p$ with `torch.softmax`; if you write the softmax
-# yourself, make it stable (section 2.2): scores like $[1000, 999, 0]$ must not give `nan`. Do
+# formula of section 2.3, for a 1-D score vector $z$ of any length. <!-- clause: value --> You may
+# compute $p$ with `torch.softmax`; if you write the softmax yourself, make it stable (section 2.2):
+# scores like $[1000, 999, 0]$ must not give `nan`, nor large float32 scores. <!-- clause: stable -->
+# Return a tensor with the dtype of $z$ (float32 or float64). <!-- clause: keeps-dtype --> Do
 # **not** use automatic differentiation (`torch.autograd`, `torch.func`) — that is what we verify
-# against.
+# against; your function must also work under `torch.no_grad()`. <!-- clause: no-autograd -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex4_softmax_jacobian", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def softmax_jacobian(z: torch.Tensor) -> torch.Tensor:
@@ -496,7 +518,7 @@ check_close("softmax_jacobian([1000, 999, 0]) vs autograd", J_big,
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import record, switched_off
-record("module of softmax_jacobian (it must be defined in this notebook)", softmax_jacobian.__module__)
+record("module of softmax_jacobian (it must be defined in this notebook)", softmax_jacobian.__module__)  # clause: defined-here
 _g = torch.Generator().manual_seed(66)
 _zs = [torch.randn(1, generator=_g, dtype=torch.float64), torch.randn(7, generator=_g, dtype=torch.float64) * 4,
        torch.randn(17, generator=_g, dtype=torch.float64) * 30, torch.tensor([0.0, 0.0, 0.0, 0.0], dtype=torch.float64),
@@ -515,11 +537,14 @@ with switched_off(*_autograd, functions=[softmax_jacobian],
     with torch.no_grad():
         _nograd = softmax_jacobian(_zs[1])
     _J32 = softmax_jacobian(_z32)
+# clause: value, stable, no-autograd
 for _i, (_z, _o) in enumerate(zip(_zs, _outs)):
     record(f"softmax_jacobian for z number {_i} (length {len(_z)}, float64)", _o, atol=1e-12, rtol=1e-5)
-record("softmax_jacobian under torch.no_grad() (z of length 7)", _nograd, atol=1e-12, rtol=1e-5)
+record("softmax_jacobian under torch.no_grad() (z of length 7)", _nograd, atol=1e-12, rtol=1e-5)  # clause: no-autograd
+# clause: keeps-dtype
 record("softmax_jacobian of a float32 vector of length 7 (a float32 result)", softmax_jacobian(_zs[1].float()),
        atol=1e-6, rtol=1e-5)
+# clause: stable, keeps-dtype
 record("softmax_jacobian of a float32 vector with scores near 120 (exp overflows float32; a float32 result)", _J32,
        atol=1e-6, rtol=1e-5)
 ### BEGIN REFERENCE

@@ -22,6 +22,9 @@
 #
 # plus one written question (2 pts) that asks for evidence from this notebook's outputs.
 #
+# Define each graded function in its answer cell, in this notebook (helpers of your own are fine):
+# the hidden tests check where each one is defined. <!-- clause-all: defined-here -->
+#
 # No pretrained model is needed: every number here is computed from small tensors or from a
 # model *configuration*.
 
@@ -131,13 +134,17 @@ plt.show()
 # %% [markdown]
 # ### Exercise 1 — top-$k$ routing (2 points)
 #
-# Implement the router for a batch of $T$ tokens. Return the probabilities, the indices of the
-# $k$ chosen experts **in decreasing order of probability** (what `torch.topk` gives), and
-# their gates renormalised to sum to 1 per token. Compute the softmax in `float32` or better: with
-# `float16` / `bfloat16` inputs, `probs` and `gates` are still `float32` (or `float64`), and `gates`
-# has the dtype of `probs`. The softmax must be stable: if you write it yourself, subtract each
-# token's largest logit first (logits around $\pm 1000$ must not give `nan`). Leave the inputs
-# unchanged.
+# Implement the router for a batch of $T$ tokens, `x` of shape $(T, d)$ and `W_g` of shape
+# $(E, d)$, and return the tuple `(probs, topk_idx, gates)`. `probs`, shape $(T, E)$, holds the
+# router probabilities $\operatorname{softmax}(W_g\mathbf{x})$ of every token over the $E$ experts. <!-- clause: probs -->
+# `topk_idx`, shape $(T, k)$, holds the indices of the $k$ chosen experts
+# **in decreasing order of probability** (what `torch.topk` gives), as an `int64` (`torch.long`)
+# tensor. <!-- clause: topk-idx --> `gates`, shape $(T, k)$, holds their probabilities
+# renormalised to sum to 1 per token. <!-- clause: gates --> Compute the softmax in `float32` or
+# better: with `float16` / `bfloat16` inputs, `probs` and `gates` are still `float32` (or
+# `float64`), and `gates` has the dtype of `probs`. <!-- clause: float32-softmax --> The softmax
+# must be stable: if you write it yourself, subtract each token's largest logit first (logits
+# around $\pm 1000$ must not give `nan`). <!-- clause: stable --> Leave the inputs unchanged. <!-- clause: unchanged-input -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex1_route_topk", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def route_topk(x, W_g, k):
@@ -160,7 +167,7 @@ def route_topk(x, W_g, k):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex1_route_topk", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-from course_utils.grading import check_close, check_equal, check_shape, check_true
+from course_utils.grading import check_close, check_equal, check_shape, check_true, passed
 import math
 
 _x = torch.tensor([[1.0, 0.0, 1.0, 0.0], [1.0, 1.0, 0.0, 1.0], [0.0, 1.0, -1.0, 1.0]])
@@ -187,11 +194,11 @@ check_true(not torch.isnan(_pb).any().item(), "probs contain nan when every logi
                                               "Subtract each token's max logit before exp (or use torch.softmax).")
 check_close("probs with 1000 added to every logit (softmax is shift-invariant)", _pb, _p2, atol=1e-6)
 check_equal("topk_idx (k=2) with 1000 added to every logit", _ib.tolist(), _i2.tolist())
-print("Visible tests passed.")
+passed()
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import record
-record("module of route_topk (it must be defined in this notebook)", route_topk.__module__)
+record("module of route_topk (it must be defined in this notebook)", route_topk.__module__)  # clause: defined-here
 _gen = torch.Generator().manual_seed(1234)
 _route_cases = []
 for (_T, _d, _E, _k) in [(7, 5, 6, 1), (9, 8, 8, 2), (5, 3, 5, 3), (4, 6, 3, 3)]:
@@ -200,9 +207,9 @@ for (_T, _d, _E, _k) in [(7, 5, 6, 1), (9, 8, 8, 2), (5, 3, 5, 3), (4, 6, 3, 3)]
     _route_cases.append((_T, _d, _E, _k, _xx, _WW))
     _pp, _ii, _gg = route_topk(_xx, _WW, _k)
     # probs and gates: float32 or float64 (dtype=False); a half-precision result cannot meet atol=1e-6
-    record(f"probs (T={_T}, E={_E})", _pp, atol=1e-6, rtol=1e-5, dtype=False)
-    record(f"topk_idx (T={_T}, E={_E}, k={_k}): a long (int64) tensor, most probable first", _ii)
-    record(f"gates (T={_T}, E={_E}, k={_k})", _gg, atol=1e-6, rtol=1e-5, dtype=False)
+    record(f"probs (T={_T}, E={_E})", _pp, atol=1e-6, rtol=1e-5, dtype=False)  # clause: probs
+    record(f"topk_idx (T={_T}, E={_E}, k={_k}): a long (int64) tensor, most probable first", _ii)  # clause: topk-idx
+    record(f"gates (T={_T}, E={_E}, k={_k})", _gg, atol=1e-6, rtol=1e-5, dtype=False)  # clause: gates
 # half-precision inputs: the router's softmax still in float32 or better, inputs unchanged
 def _precision(t):
     """float32 and float64 are both right: one canonical name for them."""
@@ -215,19 +222,22 @@ _xl = torch.cat([10.0 * torch.tensor([1.0, -1.0, 1.0, -1.0, 1.0, -1.0])[:, None]
                  torch.round(torch.randn(6, 2, generator=_gen) * 64) / 64], 1)
 _Wl = torch.cat([torch.full((5, 1), 100.0), torch.round(torch.randn(5, 2, generator=_gen) * 8) / 8], 1)
 _pl, _il, _gl = route_topk(_xl, _Wl, 2)
+# clause: stable
 record("probs with logits near +-1000 (T=6, E=5)", _pl, atol=1e-6, rtol=1e-5, dtype=False)
 record("topk_idx with logits near +-1000 (T=6, E=5, k=2)", _il)
 record("gates with logits near +-1000 (T=6, E=5, k=2)", _gl, atol=1e-6, rtol=1e-5, dtype=False)
 for _dt in (torch.bfloat16, torch.float16):
     _xh, _Wh = _xx.to(_dt), _WW.to(_dt)
     _ph, _ih, _gh = route_topk(_xh, _Wh, 2)
+    # clause: unchanged-input
     record(f"x in {_dt} after route_topk (not modified in place)", _xh)
     record(f"W_g in {_dt} after route_topk (not modified in place)", _Wh)
+    # clause: float32-softmax
     record(f"dtype of probs with {_dt} inputs (float32 or better)", _precision(_ph))
     record(f"dtype of gates with {_dt} inputs (that of probs)", "that of probs" if _gh.dtype == _ph.dtype else str(_gh.dtype))
-    record(f"probs with {_dt} inputs", _ph, atol=2e-3, rtol=1e-5, dtype=False)
-    record(f"topk_idx with {_dt} inputs (the 2 most probable experts, best first)", _ih)
-    record(f"gates with {_dt} inputs: their sum per token", _gh.sum(-1), atol=1e-5, rtol=1e-5, dtype=False)
+    record(f"probs with {_dt} inputs", _ph, atol=2e-3, rtol=1e-5, dtype=False)  # clause: probs, float32-softmax
+    record(f"topk_idx with {_dt} inputs (the 2 most probable experts, best first)", _ih)  # clause: topk-idx
+    record(f"gates with {_dt} inputs: their sum per token", _gh.sum(-1), atol=1e-5, rtol=1e-5, dtype=False)  # clause: gates
 ### BEGIN REFERENCE
 from course_utils.grading import check_true, expect
 from transformers import MixtralConfig as _MC
@@ -278,8 +288,10 @@ print("same function:", torch.allclose(gates_a, gates_b))
 # ### Exercise 2 — expert load (1 point)
 #
 # $\text{load}(e)$ counts the tokens that expert $e$ receives (Book §3.8.4). With top-$k$
-# routing a token counts once for each of its $k$ experts. Experts that receive nothing must
-# appear with load 0: the vector always has length $E$.
+# routing a token counts once for each of its $k$ experts. <!-- clause: value --> Experts that
+# receive nothing must appear with load 0: the vector always has length $E$ = `num_experts`, even
+# when `num_experts` exceeds every index in `topk_idx`. <!-- clause: length-e --> Return the counts
+# as an `int64` (`torch.long`) tensor. <!-- clause: int64 --> Leave `topk_idx` unchanged. <!-- clause: unchanged-input -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_expert_load", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def expert_load(topk_idx, num_experts):
@@ -295,19 +307,20 @@ def expert_load(topk_idx, num_experts):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex2_expert_load", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-from course_utils.grading import check_equal, check_true
+from course_utils.grading import check_equal, check_true, msg, passed
 
 _load = expert_load(torch.tensor([[1], [1], [3]]), 4)
 check_true(isinstance(_load, torch.Tensor), "expert_load must return a torch tensor.")
-check_true(not _load.is_floating_point(), f"load counts tokens: expected an integer dtype, got {_load.dtype}.")
+check_true(not _load.is_floating_point(), msg("load counts tokens: expected an integer dtype, got {dtype}.", dtype=_load.dtype))
 check_equal("load of the toy routing [[1], [1], [3]] (book: [0, 2, 0, 1])", _load.tolist(), [0, 2, 0, 1])
 check_equal("load, k=2 routing [[1, 0], [1, 3], [3, 1]]", expert_load(torch.tensor([[1, 0], [1, 3], [3, 1]]), 4).tolist(),
             [1, 3, 0, 2])
-print("Visible tests passed.")
+passed()
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import record
-record("module of expert_load (it must be defined in this notebook)", expert_load.__module__)
+record("module of expert_load (it must be defined in this notebook)", expert_load.__module__)  # clause: defined-here
+# clause: value, length-e, int64
 record("load of [[0], [0], [1]] with E=5 (the last experts unused): an int64 tensor",
        expert_load(torch.tensor([[0], [0], [1]]), 5))
 _gen = torch.Generator().manual_seed(77)
@@ -315,10 +328,10 @@ _load_cases = []
 for (_T, _E, _k) in [(50, 8, 2), (31, 6, 3), (1, 3, 1)]:
     _ix = torch.stack([torch.randperm(_E, generator=_gen)[:_k] for _ in range(_T)])
     _load_cases.append((_T, _E, _k, _ix))
-    record(f"load (T={_T}, E={_E}, k={_k}): an int64 tensor", expert_load(_ix, _E))
+    record(f"load (T={_T}, E={_E}, k={_k}): an int64 tensor", expert_load(_ix, _E))  # clause: value, int64
 _idle = expert_load(_ix, 10)
-record("topk_idx after expert_load (not modified in place)", _ix)
-record("load with idle experts beyond the largest index (T=1, E=10)", _idle)
+record("topk_idx after expert_load (not modified in place)", _ix)  # clause: unchanged-input
+record("load with idle experts beyond the largest index (T=1, E=10)", _idle)  # clause: value, length-e, int64
 ### BEGIN REFERENCE
 from course_utils.grading import expect
 expect("load of [[0], [0], [1]] with E=5 (the last experts unused): an int64 tensor", torch.tensor([2, 1, 0, 0, 0]))
@@ -383,10 +396,15 @@ plt.show()
 #
 # ### Exercise 3 — the two balance losses (1 + 2 points)
 #
+# `book_balance_loss(load, T)` returns the book's $\sum_e (\text{load}(e)/T - 1/E)^2$, with $E$ the
+# length of `load`. <!-- clause: value --> `switch_aux_loss(probs, topk_idx)` returns
+# $E\sum_e f_e P_e$, with $f_e = \text{load}(e)/T$ counting all $k$ choices of every token and $P_e$
+# the mean of column $e$ of `probs`. <!-- clause: value --> Both return a 0-dim tensor. <!-- clause: zero-dim -->
+#
 # `book_balance_loss` must also accept a *float* load (section 8 feeds it the "soft load"
 # $\sum_t \mathbf{p}(\mathbf{x}_t)$ and trains on it, so keep it differentiable with respect to a
 # float load: no `.item()`, NumPy or `torch.tensor(...)` round trip). `switch_aux_loss` must be differentiable with respect to
-# `probs` (do not detach them).
+# `probs` (do not detach them). <!-- clause: differentiable -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_balance_losses", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def book_balance_loss(load, T):
@@ -419,19 +437,20 @@ def switch_aux_loss(probs, topk_idx):
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex3a_book_balance", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 from fractions import Fraction
-from course_utils.grading import check_close, check_true
+from course_utils.grading import check_close, check_true, passed
 
 _v = book_balance_loss(torch.tensor([0, 2, 0, 1]), 3)
 check_true(isinstance(_v, torch.Tensor) and _v.dim() == 0, "book_balance_loss must return a 0-dim tensor.")
 _ref = float(sum((Fraction(l, 3) - Fraction(1, 4)) ** 2 for l in [0, 2, 0, 1]))
 check_close("book balance loss of load [0, 2, 0, 1], T = 3", _v, _ref, atol=1e-6)
 check_close("book balance loss of a perfectly even load [2, 2, 2, 2], T = 8", book_balance_loss(torch.tensor([2, 2, 2, 2]), 8), 0.0, atol=1e-7)
-print("Visible tests passed.")
+passed()
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import record
-record("module of book_balance_loss (it must be defined in this notebook)", book_balance_loss.__module__)
+record("module of book_balance_loss (it must be defined in this notebook)", book_balance_loss.__module__)  # clause: defined-here
 # a 0-dim tensor (any float dtype: dtype=False)
+# clause: value, zero-dim
 record("book balance loss of the collapsed load [0, 0, 10, 0, 0], T = 10 (expected (E-1)/E)",
        book_balance_loss(torch.tensor([0, 0, 10, 0, 0]), 10), atol=1e-6, rtol=1e-5, dtype=False)
 _gen = torch.Generator().manual_seed(5)
@@ -443,13 +462,14 @@ for _E in (3, 8):
            atol=1e-6, rtol=1e-5, dtype=False)
 _soft_g = (torch.rand(4, generator=_gen, dtype=torch.float64) * 3).requires_grad_(True)
 _lsg = book_balance_loss(_soft_g, 5)
+# clause: differentiable
 record("book balance loss of a float load that requires grad: the result requires grad", bool(_lsg.requires_grad))
 if _lsg.requires_grad:
     _lsg.backward()
 record("gradient of the book balance loss w.r.t. a float load (E = 4, T = 5)", _soft_g.grad, atol=1e-6, rtol=1e-5,
        dtype=False)
 _ld = torch.tensor([3, 0, 1, 0, 0, 2])
-record("book balance loss of load [3, 0, 1, 0, 0, 2], T = 6", book_balance_loss(_ld, 6), atol=1e-6, rtol=1e-5, dtype=False)
+record("book balance loss of load [3, 0, 1, 0, 0, 2], T = 6", book_balance_loss(_ld, 6), atol=1e-6, rtol=1e-5, dtype=False)  # clause: value, zero-dim
 ### BEGIN REFERENCE
 from course_utils.grading import expect
 expect("book balance loss of the collapsed load [0, 0, 10, 0, 0], T = 10 (expected (E-1)/E)",
@@ -469,7 +489,7 @@ expect("book balance loss of load [3, 0, 1, 0, 0, 2], T = 6",
 ### END HIDDEN TESTS
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex3b_switch_aux", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-from course_utils.grading import check_close, check_true
+from course_utils.grading import check_close, check_true, passed
 
 # uniform routing: 4 tokens, one per expert, uniform probabilities -> loss 1
 _pu = torch.full((4, 4), 0.25)
@@ -490,11 +510,11 @@ check_close("Switch loss, k=2, uniform probabilities, routing [[0, 1], [0, 2]] (
 _pg = _pp.clone().requires_grad_(True)
 _lv = switch_aux_loss(_pg, torch.tensor([[0], [0], [2]]))
 check_true(_lv.requires_grad, "switch_aux_loss must stay differentiable with respect to probs (do not detach).")
-print("Visible tests passed.")
+passed()
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import record
-record("module of switch_aux_loss (it must be defined in this notebook)", switch_aux_loss.__module__)
+record("module of switch_aux_loss (it must be defined in this notebook)", switch_aux_loss.__module__)  # clause: defined-here
 _gen = torch.Generator().manual_seed(99)
 _aux_cases = []
 for (_T, _E, _k) in [(40, 8, 2), (25, 5, 1), (16, 6, 3)]:
@@ -503,9 +523,9 @@ for (_T, _E, _k) in [(40, 8, 2), (25, 5, 1), (16, 6, 3)]:
     _ix = torch.topk(_pr.detach(), _k, -1).indices           # the input: top-k routing
     _aux_cases.append((_T, _E, _k, _lg, _ix))
     _got = switch_aux_loss(_pr, _ix)
-    record(f"Switch loss (T={_T}, E={_E}, k={_k}): a 0-dim tensor", _got, atol=1e-5, rtol=1e-5, dtype=False)
+    record(f"Switch loss (T={_T}, E={_E}, k={_k}): a 0-dim tensor", _got, atol=1e-5, rtol=1e-5, dtype=False)  # clause: value, zero-dim
     _got.backward()                                          # fails if the loss is detached from probs
-    record(f"gradient of the Switch loss w.r.t. probs (T={_T}, E={_E}, k={_k})", _pr.grad, atol=1e-6, rtol=1e-5)
+    record(f"gradient of the Switch loss w.r.t. probs (T={_T}, E={_E}, k={_k})", _pr.grad, atol=1e-6, rtol=1e-5)  # clause: differentiable
 ### BEGIN REFERENCE
 from course_utils.grading import expect
 from transformers.models.mixtral.modeling_mixtral import load_balancing_loss_func as _lbl
@@ -591,9 +611,13 @@ assert torch.equal(idx_r, lib_idx) and torch.allclose(gates_r, lib_gates, atol=1
 # ### Exercise 4 — `moe_forward` (3 points)
 #
 # Routing is given (it comes from your `route_topk` or from the library), and the experts are
-# any callables mapping an `(n, d)` tensor to `(n, d)`. Contract: **call each expert only on the
+# any callables mapping an `(n, d)` tensor to `(n, d)`. Return `y` of shape $(T, d)$ with
+# `y[t] = sum_j gates[t, j] * experts[topk_idx[t, j]](x[t])`, for any $k$ and any such experts. <!-- clause: value -->
+# Contract: **call each expert only on the
 # tokens routed to it, all of them in one call** (the tests count the rows and the calls every
-# expert sees: not one call per token or per slot; an expert with no token may be skipped). Useful: `torch.where(topk_idx == e)` returns the token rows *and* the slot
+# expert sees: not one call per token or per slot; an expert with no token may be skipped). <!-- clause: sparse -->
+# `gates` may be `float32` while `x` is `bfloat16` or `float64`: `y` has the
+# dtype of `x` (cast the gates to it). <!-- clause: keeps-dtype --> Useful: `torch.where(topk_idx == e)` returns the token rows *and* the slot
 # (which of the $k$ choices) of expert $e$; `Tensor.index_add_` adds rows into given positions.
 
 # %% nbgrader={"grade": false, "grade_id": "ex4_moe_forward", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -618,7 +642,7 @@ def moe_forward(x, topk_idx, gates, experts):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex4_moe_forward", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-from course_utils.grading import check_close, check_equal, check_shape, check_true
+from course_utils.grading import check_close, check_equal, check_shape, check_true, msg, passed
 
 class _CountingExpert:
     """Expert e multiplies its input by (e + 1) and records how many rows it saw, in how many calls."""
@@ -639,20 +663,20 @@ check_shape("moe_forward output", _y, (5, 6))
 check_close("moe_forward with experts h -> (e+1) h", _y, (_gt * (_ix + 1)).sum(-1, keepdim=True) * _x, atol=1e-6)
 for _e, _c in enumerate(_ex):
     _n = int((_ix == _e).sum())
-    check_true(_c.rows == _n, f"expert {_e} was called on {_c.rows} rows in total, but only {_n} token(s) are routed to it: "
-                              "run each expert on its own tokens only.")
-    check_true(_n == 0 or _c.calls == 1, f"expert {_e} was called {_c.calls} times on its {_n} tokens: "
-                                         "call it once, on all its tokens as one batch.")
+    check_true(_c.rows == _n, msg("expert {expert} was called on {rows} rows in total, but only {n} token(s) are routed "
+                                  "to it: run each expert on its own tokens only.", expert=_e, rows=_c.rows, n=_n))
+    check_true(_n == 0 or _c.calls == 1, msg("expert {expert} was called {calls} times on its {n} tokens: call it once, "
+                                             "on all its tokens as one batch.", expert=_e, calls=_c.calls, n=_n))
 for _dt in (torch.float64, torch.bfloat16):     # float32 gates (route_topk's), x in another dtype
     _yd = moe_forward(_x.to(_dt), _ix, _gt, [_CountingExpert(float(e + 1)) for e in range(4)])
-    check_equal(f"dtype of moe_forward's output for a {_dt} x and float32 gates (that of x)", _yd.dtype, _dt)
-    check_close(f"moe_forward with a {_dt} x and float32 gates", _yd.double(),
+    check_equal(msg("dtype of moe_forward's output for a {dtype} x and float32 gates (that of x)", dtype=_dt), _yd.dtype, _dt)
+    check_close(msg("moe_forward with a {dtype} x and float32 gates", dtype=_dt), _yd.double(),
                 (_gt * (_ix + 1)).sum(-1, keepdim=True).double() * _x.to(_dt).double(), atol=3e-2, rtol=2e-2)
-print("Visible tests passed.")
+passed()
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import record
-record("module of moe_forward (it must be defined in this notebook)", moe_forward.__module__)
+record("module of moe_forward (it must be defined in this notebook)", moe_forward.__module__)  # clause: defined-here
 from transformers import MixtralConfig as _MC
 from transformers.models.mixtral.modeling_mixtral import MixtralSparseMoeBlock as _MBlock
 
@@ -669,7 +693,7 @@ for _e in range(_E):
     _nets.append(_net)
 _ixa = torch.randint(0, _E - 1, (_T, 1), generator=_gen)          # last expert unused
 _gta = torch.rand(_T, 1, generator=_gen)
-with torch.no_grad():
+with torch.no_grad():  # clause: value
     record("moe_forward with ReLU-FFN experts, k=1", moe_forward(_xa, _ixa, _gta, _nets), atol=1e-5, rtol=1e-5)
 
 # (b) SwiGLU experts on stacked weights (those of transformers' MixtralExperts), k = 3
@@ -708,12 +732,14 @@ _ixc = torch.stack([torch.randperm(_E - 2, generator=_gen)[:_k] for _ in range(_
 _gtc = torch.rand(_T, _k, generator=_gen)
 _ex = [_CountingExpert(float(e) - 2.5) for e in range(_E)]
 record("moe_forward, T=40, E=8, k=2, experts h -> (e - 2.5) h", moe_forward(_xc, _ixc, _gtc, _ex), atol=1e-5, rtol=1e-5)
+# clause: sparse
 record("rows seen by each expert (T=40, E=8, k=2): exactly its routed tokens", [_c.rows for _c in _ex])
 record("calls of each expert that has tokens (T=40, E=8, k=2): one batch each",
        [_c.calls for _c in _ex if _c.rows > 0])
 
 # (d) x in bfloat16 / float64 with float32 gates (route_topk's): y keeps the dtype of x
 for _dt, _tol in ((torch.bfloat16, 5e-2), (torch.float64, 1e-6)):
+    # clause: keeps-dtype, value
     record(f"moe_forward with a {_dt} x and float32 gates (T=40, E=8, k=2): a {_dt} result",
            moe_forward(_xc.to(_dt), _ixc, _gtc, [_CountingExpert(float(e) - 2.5) for e in range(_E)]),
            atol=_tol, rtol=2e-2 if _dt == torch.bfloat16 else 1e-6)
@@ -829,7 +855,13 @@ assert diff < 1e-5
 # weight vectors, the router $W_g$, and $E$ SwiGLU experts of $3\,d\,d_{ff}$ parameters each.
 # Plus the token embedding, a final RMSNorm and the output head (which reuses the embedding
 # matrix, and is then counted once, when `config.tie_word_embeddings` is true). "Active" =
-# everything except the $E - k$ experts a token does not use, in every layer.
+# everything except the $E - k$ experts a token does not use, in every layer. <!-- clause: value -->
+# The hidden tests run your function with Mixtral's model and layer classes switched off, so a
+# count that builds a model (or a layer) fails. <!-- clause: formula-only --> `config` may be a
+# `MixtralConfig` or any object with the attributes `hidden_size`, `intermediate_size`,
+# `num_hidden_layers`, `num_attention_heads`, `num_key_value_heads`, `head_dim` (possibly `None`),
+# `vocab_size`, `num_local_experts`, `num_experts_per_tok` and `tie_word_embeddings`: read only
+# those. <!-- clause: any-config --> Return the tuple `(total, active)` of two Python `int`s. <!-- clause: returns-ints -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex5_param_counts", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def moe_param_counts(config):
@@ -852,7 +884,7 @@ def moe_param_counts(config):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex5_param_counts", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-from course_utils.grading import check_equal, check_true
+from course_utils.grading import check_equal, check_true, passed
 from transformers import MixtralConfig
 from transformers.models.mixtral.modeling_mixtral import MixtralForCausalLM
 
@@ -866,11 +898,11 @@ check_true(isinstance(_res, tuple) and len(_res) == 2, "moe_param_counts must re
 check_equal("total parameters of Mixtral 8x7B", int(_res[0]), _total)
 check_equal("active parameters of Mixtral 8x7B (k=2 of E=8 experts)", int(_res[1]),
             _total - _experts + _experts * _cfg.num_experts_per_tok // _cfg.num_local_experts)
-print("Visible tests passed.")
+passed()
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import record, switched_off
-record("module of moe_param_counts (it must be defined in this notebook)", moe_param_counts.__module__)
+record("module of moe_param_counts (it must be defined in this notebook)", moe_param_counts.__module__)  # clause: defined-here
 from types import SimpleNamespace
 import transformers.models.mixtral.modeling_mixtral as _mmx
 _configs = [MixtralConfig(**_kw) for _kw in [
@@ -908,9 +940,10 @@ def _describe(c):
 
 
 for _c, _r in zip(_configs + [_ns], _got):
+    # clause: returns-ints, formula-only, any-config
     record(f"type of the result of moe_param_counts ({_describe(_c)}): a tuple", type(_r).__name__)
     record(f"types of total and active ({_describe(_c)}): Python ints", [type(_v).__name__ for _v in _r])
-    record(f"[total, active] parameters ({_describe(_c)})", [int(_v) for _v in _r])
+    record(f"[total, active] parameters ({_describe(_c)})", [int(_v) for _v in _r])  # clause: value, formula-only, any-config
 ### BEGIN REFERENCE
 from course_utils.grading import expect
 for _c in _configs + [_ns]:

@@ -235,10 +235,14 @@ print("tau=1 probabilities:", [round(x, 4) for x in p1.tolist()],
 
 # %% [markdown]
 # ### Exercise 1 — temperature (1 point)
-# Return $z/\tau$ (same shape and dtype, the input left unchanged). A temperature $\le 0$ is not a
+# Return $z/\tau$ for logits of any shape `(..., V)`. <!-- clause: value --> Keep the dtype
+# (`float16` and `bfloat16` too). <!-- clause: keeps-dtype --> Return a new tensor, not `logits`
+# itself or a view of its memory. <!-- clause: new-tensor --> Leave the input unchanged. <!-- clause: unchanged-input -->
+# The temperature may be any number $> 0$, a Python `int`
+# included. <!-- clause: any-number --> A temperature $\le 0$ is not a
 # temperature: raise `ValueError` with a clear message (greedy decoding is `do_sample=False`, not
-# $\tau = 0$). Do not use `transformers`' warpers in this or the next three exercises: the
-# autograder also runs them where `transformers` is not installed, with this notebook's imports only.
+# $\tau = 0$). <!-- clause: tau-positive --> Do not use `transformers`' warpers in this or the next three exercises: the
+# autograder also runs them where `transformers` is not installed, with this notebook's imports only. <!-- clause: no-transformers -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex1_temperature", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def apply_temperature(logits, temperature):
@@ -273,15 +277,18 @@ import torch
 from course_utils.grading import outcome, record
 _x = torch.randn(3, 5, 50, generator=torch.Generator().manual_seed(11))
 _out = apply_temperature(_x, 1.7)
-record("x after apply_temperature(x, 1.7) (x must not be modified in place)", _x)
-record("apply_temperature on a (3, 5, 50) batch, tau=1.7", _out, atol=1e-6)
+record("x after apply_temperature(x, 1.7) (x must not be modified in place)", _x)  # clause: unchanged-input, no-transformers
+record("apply_temperature on a (3, 5, 50) batch, tau=1.7", _out, atol=1e-6)  # clause: value, no-transformers
 for _dt, _tol in ((torch.float16, 1e-3), (torch.bfloat16, 8e-3)):
+    # clause: keeps-dtype, no-transformers
     record(f"apply_temperature(x in {_dt}, 0.7): a {_dt} result", apply_temperature(_x.to(_dt), 0.7),
            atol=_tol, rtol=_tol)
-record("apply_temperature(x, 2): an int temperature is a number > 0 too", apply_temperature(_x, 2), atol=1e-6)
+record("apply_temperature(x, 2): an int temperature is a number > 0 too", apply_temperature(_x, 2), atol=1e-6)  # clause: any-number, no-transformers
 for _bad in (-1.0, -0.5, -3):
+    # clause: tau-positive, no-transformers
     record(f"apply_temperature(x, {_bad}) (a temperature <= 0 raises ValueError)", outcome(apply_temperature, _x, _bad))
 _one = apply_temperature(_x, 1.0)
+# clause: new-tensor, no-transformers
 record("apply_temperature(x, 1.0) is a new tensor (not x itself, not sharing its memory)",
        "x itself or its memory" if _one is _x or _one.data_ptr() == _x.data_ptr() else "a new tensor")
 ### END PROBE
@@ -304,10 +311,16 @@ del _x, _out, _dt, _tol, _bad, _one
 
 # %% [markdown]
 # ### Exercise 2 — top-k (1 point)
-# Keep the $k$ largest logits of every row and set the others to `filter_value`. **Ties with the
-# $k$-th largest value are kept** (so `[1, 2, 2, 2, 0]` with $k=2$ keeps three tokens), and at least
-# `min_tokens_to_keep` tokens are always kept (the effective $k$ is `max(k, min_tokens_to_keep)`,
-# capped at $V$). This is what `TopKLogitsWarper` does.
+# Keep the $k$ largest logits of every row and set the others to `filter_value`. <!-- clause: value -->
+# **Ties with the
+# $k$-th largest value are kept** (so `[1, 2, 2, 2, 0]` with $k=2$ keeps three tokens). <!-- clause: ties -->
+# At least `min_tokens_to_keep` tokens are always kept (the effective $k$ is `max(k, min_tokens_to_keep)`,
+# capped at $V$). <!-- clause: effective-k --> This is what `TopKLogitsWarper` does. A row is the
+# last dimension of `logits`, which may have any number of leading dimensions, `(..., V)`. <!-- clause: any-shape -->
+# Return a new tensor of the same shape and dtype (`bfloat16` too). <!-- clause: keeps-dtype -->
+# Leave `logits` unchanged. <!-- clause: unchanged-input --> As in
+# exercise 1, do not use `transformers`' warpers: the autograder also runs this function where
+# `transformers` is not installed. <!-- clause: no-transformers -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_top_k", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def top_k_filter(logits, k, min_tokens_to_keep=1, filter_value=float("-inf")):
@@ -348,11 +361,12 @@ def _topk_input():
 _x = _topk_input()
 _topk_cases = [(3, 1, _inf), (1, 1, _inf), (7, 1, -100.0), (2, 5, _inf), (500, 1, _inf)]
 for _k, _m, _f in _topk_cases:
+    # clause: value, ties, effective-k, no-transformers
     record(f"top_k_filter(k={_k}, min_tokens_to_keep={_m}, filter_value={_f}) on random rows with ties",
            top_k_filter(_x, _k, min_tokens_to_keep=_m, filter_value=_f))
-record("top_k_filter(k=4) on a (2, 3, 200) batch", top_k_filter(_x.reshape(2, 3, 200), 4))
-record("top_k_filter(k=4) on bfloat16 input: a bfloat16 result", top_k_filter(_x.to(torch.bfloat16), 4))
-record("x after top_k_filter (x must not be modified in place)", _x)
+record("top_k_filter(k=4) on a (2, 3, 200) batch", top_k_filter(_x.reshape(2, 3, 200), 4))  # clause: any-shape, no-transformers
+record("top_k_filter(k=4) on bfloat16 input: a bfloat16 result", top_k_filter(_x.to(torch.bfloat16), 4))  # clause: keeps-dtype, no-transformers
+record("x after top_k_filter (x must not be modified in place)", _x)  # clause: unchanged-input, no-transformers
 ### END PROBE
 ### BEGIN REFERENCE
 from course_utils.grading import expect
@@ -375,11 +389,18 @@ del _topk_input, _x, _topk_cases, _k, _m, _f
 # formulations disagree exactly at the boundary:
 #
 # 1. sort the logits of each row **ascending**; $c$ = cumulative sum of their softmax (in `float32`);
-# 2. remove the sorted positions where $c \le 1 - p$;
-# 3. never remove the last (largest) `min_tokens_to_keep` sorted positions;
-# 4. put the mask back in the original order and fill removed logits with `filter_value`.
+# 2. remove the sorted positions where $c \le 1 - p$ (a position where $c$ equals $1 - p$ exactly is
+#    removed); <!-- clause: boundary -->
+# 3. never remove the last (largest) `min_tokens_to_keep` sorted positions; <!-- clause: min-tokens -->
+# 4. put the mask back in the original order and fill removed logits with `filter_value`. <!-- clause: value -->
 #
-# `top_p` is in $(0, 1]$ (the tests pass no other value); $p = 1$ keeps every token.
+# `top_p` is in $(0, 1]$ (the tests pass no other value); $p = 1$ keeps every token. <!-- clause: p-one -->
+# A row is the last dimension of `logits`, which may have any number of leading dimensions,
+# `(..., V)`. <!-- clause: any-shape --> Return a new tensor of the same shape and dtype as `logits`
+# (a `float16` input gives a `float16` result, its nucleus computed in `float32`). <!-- clause: keeps-dtype -->
+# Leave `logits` unchanged. <!-- clause: unchanged-input --> As in exercise 1,
+# do not use `transformers`' warpers: the autograder also runs this function where `transformers` is
+# not installed. <!-- clause: no-transformers -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_top_p", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def top_p_filter(logits, top_p, min_tokens_to_keep=1, filter_value=float("-inf")):
@@ -426,18 +447,21 @@ _ps = [0.05, 0.3, 0.5, 0.77, 0.95, 0.999]
 _pm = [(1, _inf), (4, -50.0)]
 for _p in _ps:
     for _m, _f in _pm:
+        # clause: value, min-tokens, no-transformers
         record(f"top_p_filter(top_p={_p}, min_tokens_to_keep={_m}, filter_value={_f}) on 64 random rows",
                top_p_filter(_x, _p, min_tokens_to_keep=_m, filter_value=_f))
-record("top_p_filter(top_p=1.0) (keeps every token)", top_p_filter(_x, 1.0))
-record("top_p_filter(top_p=0.8) on a (8, 8, 300) batch", top_p_filter(_x.reshape(8, 8, 300), 0.8))
+record("top_p_filter(top_p=1.0) (keeps every token)", top_p_filter(_x, 1.0))  # clause: p-one, no-transformers
+record("top_p_filter(top_p=0.8) on a (8, 8, 300) batch", top_p_filter(_x.reshape(8, 8, 300), 0.8))  # clause: any-shape, no-transformers
+# clause: keeps-dtype, no-transformers
 record("top_p_filter(top_p=0.7) on float16 input: a float16 result, the nucleus computed in float32",
        top_p_filter(_x.to(torch.float16), 0.7))
-record("x after top_p_filter (x must not be modified in place)", _x)
+record("x after top_p_filter (x must not be modified in place)", _x)  # clause: unchanged-input, no-transformers
 # exactly at the boundary: each row gets top_p = 1 - c, c one of its own cumulative probabilities computed as the
 # text says (ascending sort, softmax in float32, cumsum), so that c <= 1 - top_p holds with equality there
 _xb = torch.randn(12, 50, generator=torch.Generator().manual_seed(21)) * 2
 _cb = torch.softmax(torch.sort(_xb, dim=-1).values, dim=-1).cumsum(dim=-1)
 _pb = [1 - float(_cb[_r, 5 + 3 * _r]) for _r in range(12)]
+# clause: boundary, no-transformers
 record("top_p_filter on 12 rows, row r with top_p = 1 - c_r, c_r one of its cumulative probabilities "
        "(exactly at the boundary c = 1 - p)", [top_p_filter(_xb[_r:_r + 1], _pb[_r]) for _r in range(12)])
 ### END PROBE
@@ -473,7 +497,12 @@ del _x, _ps, _pm, _p, _m, _f, _xb, _cb, _pb
 # `generate` applies its warpers in a fixed order: **temperature → top-k → top-p** (then softmax and
 # a draw). Order matters: top-k does not care about $\tau$ (dividing by $\tau > 0$ keeps the ranking),
 # but top-p does — a low temperature concentrates the mass, so the nucleus shrinks. Write the pipeline;
-# `None` means "not applied" (`top_p=1.0` keeps everything anyway). Use your functions above.
+# `None` means "not applied" (`top_p=1.0` keeps everything anyway). Use your functions above. <!-- clause: value -->
+# Pass `min_tokens_to_keep` to both filters: each keeps at least that many
+# tokens, even when `top_k` is smaller. <!-- clause: min-tokens --> `logits` may have any number of
+# leading dimensions, `(..., V)`. <!-- clause: any-shape --> Leave `logits` unchanged. <!-- clause: unchanged-input -->
+# As in exercise 1, do not use `transformers`' warpers: the
+# autograder also runs this function where `transformers` is not installed. <!-- clause: no-transformers -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex4_pipeline", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def process_logits(logits, temperature=1.0, top_k=None, top_p=None, min_tokens_to_keep=1):
@@ -520,11 +549,13 @@ _pipe_cases = [(1.3, 20, 0.6, 1), (0.7, 50, 0.9, 1), (2.0, None, 0.5, 1), (0.4, 
                (0.8, 2, None, 5), (1.0, 3, 0.9, 6), (0.5, None, 0.2, 4)]
 for _t, _k, _p, _m in _pipe_cases:
     # -inf where a token is removed (exact), the kept logits within 1e-5
+    # clause: value, min-tokens, no-transformers
     record(f"process_logits(x, temperature={_t}, top_k={_k}, top_p={_p}, min_tokens_to_keep={_m}) on 16 rows",
            process_logits(_x, temperature=_t, top_k=_k, top_p=_p, min_tokens_to_keep=_m), atol=1e-5)
+# clause: any-shape, no-transformers
 record("process_logits(x, temperature=0.8, top_k=40, top_p=0.85) on a (2, 8, 400) batch (logits (..., V))",
        process_logits(_x.reshape(2, 8, 400), temperature=0.8, top_k=40, top_p=0.85), atol=1e-5)
-record("x after process_logits (x must not be modified in place)", _x)
+record("x after process_logits (x must not be modified in place)", _x)  # clause: unchanged-input, no-transformers
 ### END PROBE
 ### BEGIN REFERENCE
 from course_utils.grading import expect
@@ -567,13 +598,17 @@ for kw in [dict(), dict(top_k=None)]:
 # compare a sampler with `generate`, pass `top_k=None` explicitly.
 #
 # ### Exercise 5 — a sampling loop equal to `generate` (2 points)
-# Write the loop yourself: at every step take the logits of the **last** position as `float32`,
+# Write the loop yourself: at every step take the logits of the **last** position as `float32`
+# (convert them before anything else: a model may hand you `float16` or `bfloat16` logits), <!-- clause: float32-logits -->
 # apply `process_logits`, turn them into probabilities with a softmax and draw **one** token per row
 # with `torch.multinomial(probs, num_samples=1)` (torch's global random generator, one call per step,
-# exactly as `generate` does). No early stop at end-of-sequence. With the same `torch.manual_seed`
+# exactly as `generate` does). No early stop at end-of-sequence: always return `max_new_tokens` new
+# tokens, even when the model's config names an end-of-sequence token that is drawn. <!-- clause: no-early-stop -->
+# With the same `torch.manual_seed`
 # your tokens must equal `generate(do_sample=True, temperature=..., top_k=..., top_p=...)` — with
-# `top_k=None` meaning *no* top-k. You may or may not use a KV cache here. The hidden test calls it on
-# a model that is only callable (`model(input_ids=...)`): it has no `generate()`.
+# `top_k=None` meaning *no* top-k — for a batch of prompts `(B, L)`, returned as `(B, L + max_new_tokens)`
+# with the prompt first. <!-- clause: value --> You may or may not use a KV cache here. The hidden test calls it on
+# a model that is only callable (`model(input_ids=...)`): it has no `generate()`. <!-- clause: call-only -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex5_sampler", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def sample_generate(model, input_ids, max_new_tokens, temperature=1.0, top_k=None, top_p=None):
@@ -634,6 +669,7 @@ _ids = torch.tensor([[3, 14, 15, 92, 65, 35], [8, 9, 79, 32, 38, 4]])
 _sample_cases = [(7, 1.0, None, None), (8, 0.7, None, 0.9), (9, 1.4, 40, None), (10, 0.8, 25, 0.7), (11, 1.0, 50, None)]
 for _seed, _t, _k, _p in _sample_cases:
     torch.manual_seed(_seed)
+    # clause: value, call-only
     record(f"sample_generate(batch of 2, 15 tokens, temperature={_t}, top_k={_k}, top_p={_p}) after torch.manual_seed({_seed}), "
            "on a model without generate()", sample_generate(_bare(_m), _ids, 15, temperature=_t, top_k=_k, top_p=_p))
 # no early stop: the model's config names as end-of-sequence the token it likes best after the prompt
@@ -642,6 +678,7 @@ _pids = torch.tensor([[31, 41, 59, 26, 53]])
 with torch.no_grad():
     _eos = int(_pm(input_ids=_pids).logits[0, -1].argmax())
 torch.manual_seed(14)
+# clause: no-early-stop, call-only
 record("sample_generate(12 tokens, temperature=0.2) after torch.manual_seed(14), on a model whose config names an "
        "end-of-sequence token that the draws hit (no early stop: always max_new_tokens tokens)",
        sample_generate(_bare(_pm, eos_token_id=_eos), _pids, 12, temperature=0.2))
@@ -650,6 +687,7 @@ _m16 = copy.deepcopy(_m).to(torch.bfloat16)
 _cases16 = [(21, 1.0, None, None), (22, 0.7, None, 0.9), (23, 1.3, 30, None)]
 for _seed, _t, _k, _p in _cases16:
     torch.manual_seed(_seed)
+    # clause: float32-logits, value, call-only
     record(f"sample_generate(a bfloat16 model, batch of 2, 20 tokens, temperature={_t}, top_k={_k}, top_p={_p}) after "
            f"torch.manual_seed({_seed}) (logits of the last position read as float32)",
            sample_generate(_bare(_m16), _ids, 20, temperature=_t, top_k=_k, top_p=_p))
@@ -671,6 +709,7 @@ _cases_half = [(torch.float16, 31, 0.7, None, 0.9), (torch.float16, 32, 1.3, 40,
                (torch.bfloat16, 33, 0.7, None, 0.9), (torch.bfloat16, 34, 1.3, 40, None)]
 for _dt, _seed, _t, _k, _p in _cases_half:
     torch.manual_seed(_seed)
+    # clause: float32-logits, value
     record(f"sample_generate(a model with {_dt} logits near -200, batch of 2, 20 tokens, temperature={_t}, top_k={_k}, "
            f"top_p={_p}) after torch.manual_seed({_seed}) (the logits read as float32, then processed)",
            sample_generate(_logits_in(_mp, _dt), _ids, 20, temperature=_t, top_k=_k, top_p=_p))
@@ -764,9 +803,10 @@ print(f"gpt2-small KV cache at 1024 tokens, batch 1, float32: 2*layers*heads*hea
 # whole prompt, every later pass gets **only the last generated token** plus the cache returned by
 # the previous pass (`model(input_ids=..., past_key_values=..., use_cache=True)`; the model
 # advances positions from the cache by itself). The tokens must equal
-# `generate(do_sample=False)`. The hidden test also runs it on a model that has no `generate()` and whose
+# `generate(do_sample=False)`, for a batch of prompts `(B, L)` too: return `(B, L + max_new_tokens)`,
+# the prompt first. <!-- clause: value --> The hidden test also runs it on a model that has no `generate()` and whose
 # logits depend on **how** it is called (how many tokens a pass gets, how long the cache is): only the
-# loop described here reproduces its tokens.
+# loop described here reproduces its tokens. <!-- clause: cache-loop -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex6_cache", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def greedy_generate_cached(model, input_ids, max_new_tokens):
@@ -809,7 +849,7 @@ print("Visible tests passed.")
 from course_utils.grading import record
 _m = tiny_gpt2(seed=4, vocab_size=500)
 _ids = torch.tensor([[5, 6, 7, 8, 9, 10, 11, 12, 13], [99, 98, 97, 96, 95, 94, 93, 92, 91]])
-record("greedy_generate_cached on a batch of 2, 14 tokens", greedy_generate_cached(_m, _ids, 14))
+record("greedy_generate_cached on a batch of 2, 14 tokens", greedy_generate_cached(_m, _ids, 14))  # clause: value
 
 
 def _call_signed(inner, vocab_size):
@@ -829,6 +869,7 @@ def _call_signed(inner, vocab_size):
 
 _sm = _call_signed(tiny_gpt2(seed=5, vocab_size=300), 300)
 _sids = torch.tensor([[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11], [50, 40, 30, 20, 10, 5, 4, 3, 2, 1, 0]])
+# clause: cache-loop, value
 record("greedy_generate_cached(batch of 2, 16 tokens) on a model whose logits depend on how it is called "
        "(the prompt once, then 1 token per pass with the cache)", greedy_generate_cached(_sm, _sids, 16))
 ### BEGIN REFERENCE
@@ -875,6 +916,14 @@ del _m, _ids, _sm, _sids, _call_signed
 # token sequence. 1.0 means no n-gram repeats; a text stuck in a loop goes towards 0.
 #
 # ### Exercise 7 — distinct-n (1 point)
+#
+# Write `distinct_n(tokens, n)`: the number of different n-grams divided by the number of n-grams,
+# `len(tokens) - n + 1`, returned as a number (a Python `float`). <!-- clause: value --> `tokens` is a
+# list of hashable items (token ids or strings) or a 1-D tensor of ids; both give the same result. <!-- clause: tensor-or-list -->
+# An n-gram is the tuple of $n$ consecutive items, not their text run
+# together: `[1, 12]` and `[11, 2]` are different bigrams, and so are `["a b", "c"]` and
+# `["a", "b c"]`. <!-- clause: tuple-ngrams --> When the sequence has fewer than $n$ items (an empty
+# one included) there is no n-gram: return 0. <!-- clause: short-input -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex7_distinct", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def distinct_n(tokens, n):
@@ -906,14 +955,17 @@ from course_utils.grading import outcome, record
 _g = torch.Generator().manual_seed(7)
 _ts = {_n: torch.randint(0, 6, (40,), generator=_g) for _n in (1, 2, 3, 4)}
 # float(...): any real number type is accepted (a float, a NumPy float, a 0-d tensor), as the old check_close did
+# clause: value, tensor-or-list
 for _n, _t in _ts.items():
     record(f"distinct_n(1-D tensor of 40 ids, n={_n})", float(distinct_n(_t, _n)), atol=1e-6, rtol=1e-5)
     record(f"distinct_n(list of 40 ids, n={_n})", float(distinct_n(_t.tolist(), _n)), atol=1e-6, rtol=1e-5)
+# clause: value
 record("distinct_n of 'the cat the cat the'.split(), n=3", float(distinct_n("the cat the cat the".split(), 3)),
        atol=1e-6, rtol=1e-5)
-record("distinct_n([4, 5], 3): fewer tokens than n", float(distinct_n([4, 5], 3)), atol=1e-6, rtol=1e-5)
-record("distinct_n([7] * 10, 1)", float(distinct_n([7] * 10, 1)), atol=1e-6, rtol=1e-5)
+record("distinct_n([4, 5], 3): fewer tokens than n", float(distinct_n([4, 5], 3)), atol=1e-6, rtol=1e-5)  # clause: short-input
+record("distinct_n([7] * 10, 1)", float(distinct_n([7] * 10, 1)), atol=1e-6, rtol=1e-5)  # clause: value
 # multi-digit ids and strings with spaces: an n-gram is a tuple of items, not a joined string
+# clause: tuple-ngrams, tensor-or-list
 _md = [1, 12, 11, 2, 1, 12, 3, 45, 34, 5, 345, 3, 4, 53, 45]
 for _n in (2, 3):
     record(f"distinct_n({_md}, {_n})", float(distinct_n(_md, _n)), atol=1e-6, rtol=1e-5)
@@ -921,9 +973,10 @@ for _n in (2, 3):
 _sp = ["a b", "c", "a", "b c", "a b", "c d", "a b c", "d"]
 for _n in (2, 3):
     record(f"distinct_n({_sp}, {_n})", float(distinct_n(_sp, _n)), atol=1e-6, rtol=1e-5)
+# clause: short-input, tensor-or-list
 record("distinct_n([], 1): an empty list", float(distinct_n([], 1)), atol=1e-6, rtol=1e-5)
 record("distinct_n(empty tensor, 2)", float(distinct_n(torch.tensor([], dtype=torch.long), 2)), atol=1e-6, rtol=1e-5)
-record("distinct_n([4, 5, 6], 3): exactly n tokens", float(distinct_n([4, 5, 6], 3)), atol=1e-6, rtol=1e-5)
+record("distinct_n([4, 5, 6], 3): exactly n tokens", float(distinct_n([4, 5, 6], 3)), atol=1e-6, rtol=1e-5)  # clause: value
 ### BEGIN REFERENCE
 from course_utils.grading import check_true, expect
 for _n, _t in _ts.items():
@@ -1460,10 +1513,14 @@ if speedup:
 #   by the new ones; $d$: the head dimension, the last axis), to the positions $0, \dots, T + i$ and to
 #   no later one (the causal mask, lined up with the *end* of the keys);
 # * the updated cache: the old keys (values) followed by the $n$ new ones along the sequence
-#   dimension, each `(B, H, T + n, d)`, same dtype as the inputs.
+#   dimension, each `(B, H, T + n, d)`, same dtype as the inputs (with `cache=None`, just the new
+#   keys and values). <!-- clause: cache-update -->
 #
-# Do not modify the inputs. The result must equal causal attention over the whole sequence computed
-# without a cache (the rows of the new tokens). You may use `scaled_dot_product_attention` with an
+# `out` has the dtype of the inputs too (`float32` in, `float32` out). <!-- clause: keeps-dtype -->
+# Do not modify the inputs (neither `k`, `v` nor the tensors of `cache`). <!-- clause: unchanged-input -->
+# The result must equal causal attention over the whole sequence computed
+# without a cache (the rows of the new tokens), whether $n = 1$ or $n > 1$ and whether `cache` is
+# `None` or not. <!-- clause: value --> You may use `scaled_dot_product_attention` with an
 # explicit mask; check what its `is_causal=True` does when there are more keys than queries.
 
 # %% nbgrader={"grade": false, "grade_id": "ex8_attend_cache", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -1519,26 +1576,28 @@ def _qkv(seed, shape, dtype=torch.float64):
 
 _hq, _hk, _hv = _qkv(81, (2, 3, 9, 16))                 # 9 tokens: a prefill of 5, then 4 decode steps
 _ho, _hc = attend_with_cache(_hq[:, :, :5], _hk[:, :, :5], _hv[:, :, :5])
-record("attend_with_cache(prefill of 5 tokens, cache=None) on (2, 3, 5, 16): out", _ho, atol=1e-9)
-record("attend_with_cache(prefill of 5 tokens, cache=None): the cache (K, V)", list(_hc), atol=1e-12)
+record("attend_with_cache(prefill of 5 tokens, cache=None) on (2, 3, 5, 16): out", _ho, atol=1e-9)  # clause: value
+record("attend_with_cache(prefill of 5 tokens, cache=None): the cache (K, V)", list(_hc), atol=1e-12)  # clause: cache-update
 _hsteps = []
 for _t in range(5, 9):
     _o, _hc = attend_with_cache(_hq[:, :, _t:_t + 1], _hk[:, :, _t:_t + 1], _hv[:, :, _t:_t + 1], _hc)
     _hsteps.append(_o)
-record("attend_with_cache: 4 one-token decode steps after a prefill of 5, outputs", _hsteps, atol=1e-9)
-record("attend_with_cache: the cache (K, V) after a prefill of 5 and 4 one-token steps", list(_hc), atol=1e-12)
+record("attend_with_cache: 4 one-token decode steps after a prefill of 5, outputs", _hsteps, atol=1e-9)  # clause: value
+record("attend_with_cache: the cache (K, V) after a prefill of 5 and 4 one-token steps", list(_hc), atol=1e-12)  # clause: cache-update
 _cq, _ck, _cv = _qkv(82, (1, 4, 7, 8))                   # a chunk of 3 new tokens on a cache of 4
 _cache4 = (_ck[:, :, :4].clone(), _cv[:, :, :4].clone())
 _co, _cc = attend_with_cache(_cq[:, :, 4:], _ck[:, :, 4:], _cv[:, :, 4:], _cache4)
+# clause: value
 record("attend_with_cache(3 new tokens, cache of 4) on (1, 4, 3, 8): out (causal mask lined up with the end)", _co,
        atol=1e-9)
-record("attend_with_cache(3 new tokens, cache of 4): the cache (K, V), old positions first", list(_cc), atol=1e-12)
+record("attend_with_cache(3 new tokens, cache of 4): the cache (K, V), old positions first", list(_cc), atol=1e-12)  # clause: cache-update
+# clause: unchanged-input
 record("the cache (K, V) passed to attend_with_cache, after the call (inputs not modified)", list(_cache4))
 record("the new keys passed to attend_with_cache, after the call (inputs not modified)", _ck[:, :, 4:])
 _fq, _fk, _fv = _qkv(83, (2, 2, 6, 32), torch.float32)   # float32 in: float32 out and cache
 _fo, _fc = attend_with_cache(_fq[:, :, 5:], _fk[:, :, 5:], _fv[:, :, 5:], (_fk[:, :, :5], _fv[:, :, :5]))
-record("attend_with_cache(1 new token, cache of 5) in float32: out (a float32 tensor)", _fo, atol=1e-5, rtol=1e-5)
-record("attend_with_cache(1 new token, cache of 5) in float32: the cache (float32)", list(_fc), atol=1e-6)
+record("attend_with_cache(1 new token, cache of 5) in float32: out (a float32 tensor)", _fo, atol=1e-5, rtol=1e-5)  # clause: keeps-dtype, value
+record("attend_with_cache(1 new token, cache of 5) in float32: the cache (float32)", list(_fc), atol=1e-6)  # clause: cache-update
 ### BEGIN REFERENCE
 from course_utils.grading import expect
 

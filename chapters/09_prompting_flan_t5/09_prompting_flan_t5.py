@@ -30,6 +30,9 @@
 # function that returns canned answers — or plain lists), so no test depends on a model. The model
 # is only used to measure. Each exercise states its whole contract in the text above the code: the
 # hidden tests check every clause stated there, and nothing else.
+#
+# Define each graded function in its answer cell in this notebook (helpers of your own are fine):
+# the hidden tests check where each one is defined. <!-- clause-all: defined-here -->
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # Setup: on Colab this installs the course; locally `make lab` already did.
@@ -203,12 +206,14 @@ print(f"greedy zero-shot answer {zero_answer!r} contains the review's word 'desp
 # examples, its few-shot prompt exactly.
 #
 # **The contract** (each clause is checked):
-# - the result is `separator.join([task, block_1, ..., block_n, query_block])`, a `str`; `separator`
-#   defaults to a blank line (`"\n\n"`) and goes between consecutive parts;
-# - `examples` is any iterable of `(text, label)` pairs (tuples or lists), possibly empty (zero-shot),
-#   and is not modified; texts, labels and the query are used as given (no stripping);
+# - the result is `separator.join([task, block_1, ..., block_n, query_block])`, a `str`; <!-- clause: value -->
+#   `separator` defaults to a blank line (`"\n\n"`) and goes between
+#   consecutive parts; <!-- clause: separator -->
+# - `examples` is any iterable of `(text, label)` pairs (tuples or lists), possibly empty (zero-shot), <!-- clause: any-iterable -->
+#   and is not modified; <!-- clause: unchanged-input --> texts, labels
+#   and the query are used as given (no stripping); <!-- clause: no-stripping -->
 # - `ValueError` if `task` or `query` is empty or only whitespace, if an example is not a pair, or if
-#   an example's text or label is empty or only whitespace.
+#   an example's text or label is empty or only whitespace. <!-- clause: invalid-raises -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex1_few_shot", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def build_few_shot_prompt(task, examples, query, separator="\n\n"):
@@ -249,7 +254,7 @@ def build_few_shot_prompt(task, examples, query, separator="\n\n"):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex1_few_shot", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-from course_utils.grading import check_close, check_equal, check_true
+from course_utils.grading import check_close, check_equal, check_true, passed
 
 _book_ex = [("Adorei, foi excelente e emocionante.", "POSITIVO"), ("Péssimo. Não recomendo para ninguém.", "NEGATIVO")]
 _q = "Este filme foi um desperdício de tempo."
@@ -257,18 +262,22 @@ check_true(isinstance(build_few_shot_prompt(task, [], _q), str), "build_few_shot
 check_equal("zero-shot prompt (must equal Book §5.5.1, prompt_zero)", build_few_shot_prompt(task, [], _q), prompt_zero)
 check_equal("few-shot prompt with the book's two examples (Book §5.5.3, prompt_few)",
             build_few_shot_prompt(task, _book_ex, _q), prompt_few)
-print("Visible tests passed.")
+passed()
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import outcome, record
-record("module of build_few_shot_prompt (it must be defined in this notebook)", build_few_shot_prompt.__module__)
+record("module of build_few_shot_prompt (it must be defined in this notebook)", build_few_shot_prompt.__module__)  # clause: defined-here
 _ex3 = [["a b", "X"], ("c", "Y"), ("d e f", "Z")]
+# clause: value, separator, any-iterable
 record("build_few_shot_prompt('T', three examples, 'q?', separator='\\n---\\n')",
        build_few_shot_prompt("T", _ex3, "q?", separator="\n---\n"))
-record("examples after build_few_shot_prompt (they must not be modified)", _ex3)
+record("examples after build_few_shot_prompt (they must not be modified)", _ex3)  # clause: unchanged-input
+# clause: value, separator
 record("build_few_shot_prompt('Tarefa.', [('bom', 'POSITIVO')], 'ruim') (one example, default separator)",
        build_few_shot_prompt("Tarefa.", [("bom", "POSITIVO")], "ruim"))
+# clause: value, separator, any-iterable
 record("build_few_shot_prompt('T', (), 'x', separator=' | ') (zero-shot)", build_few_shot_prompt("T", (), "x", separator=" | "))
+# clause: any-iterable
 record("build_few_shot_prompt('T', iter([('a', 'B')]), 'x') (examples may be any iterable of pairs)",
        build_few_shot_prompt("T", iter([("a", "B")]), "x"))
 _bad_calls = [dict(task="", examples=[], query="x"), dict(task="   ", examples=[], query="x"),
@@ -277,7 +286,8 @@ _bad_calls = [dict(task="", examples=[], query="x"), dict(task="   ", examples=[
               dict(task="T", examples=[("a", "B", "C")], query="x"), dict(task="T", examples=[("a", " ")], query="x"),
               dict(task="T", examples=[("b", "B"), ("\t", "L")], query="x")]
 for _bad in _bad_calls:
-    record(f"build_few_shot_prompt(**{_bad!r})", outcome(build_few_shot_prompt, **_bad))
+    record(f"build_few_shot_prompt(**{_bad!r})", outcome(build_few_shot_prompt, **_bad))  # clause: invalid-raises
+# clause: no-stripping
 record("build_few_shot_prompt('T', [(' bom ', ' POSITIVO')], '  ruim. ') (texts, labels and query as given, no stripping)",
        build_few_shot_prompt("T", [(" bom ", " POSITIVO")], "  ruim. "))
 ### BEGIN REFERENCE
@@ -306,14 +316,14 @@ expect("build_few_shot_prompt('T', [(' bom ', ' POSITIVO')], '  ruim. ') (texts,
 # the options (`POSITIVO or NEGATIVO` — the book's loose-template output, §5.6.2). A fair
 # accuracy needs one precise rule, written down:
 #
-# 1. remove accents (Unicode NFKD decomposition, then drop the combining marks), upper-case;
-# 2. split into words: maximal runs of the letters `A`–`Z` (punctuation and digits separate words);
+# 1. remove accents (Unicode NFKD decomposition, then drop the combining marks), upper-case; <!-- clause: accents-case -->
+# 2. split into words: maximal runs of the letters `A`–`Z` (punctuation and digits separate words); <!-- clause: words -->
 # 3. map words: `POSITIVO`, `POSITIVA`, `POSITIVE` → `POSITIVO`; `NEGATIVO`, `NEGATIVA`,
 #    `NEGATIVE` → `NEGATIVO`; other words are ignored (no substring matching: `POSITIVELY`
-#    is not `POSITIVE`);
-# 4. exactly one label found (possibly several times) → that label; none, or both → `None`.
+#    is not `POSITIVE`); <!-- clause: label-words -->
+# 4. exactly one label found (possibly several times) → that label; none, or both → `None`. <!-- clause: one-label -->
 #
-# An `answer` that is not a `str` (`None`, a number, a list, `bytes`) raises `TypeError`.
+# An `answer` that is not a `str` (`None`, a number, a list, `bytes`) raises `TypeError`. <!-- clause: not-str-raises -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_normalize", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def normalize_label(answer):
@@ -343,19 +353,19 @@ def normalize_label(answer):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex2_normalize", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-from course_utils.grading import check_close, check_equal, check_true
+from course_utils.grading import check_close, check_equal, check_true, msg, passed
 
 for _ans, _want in [("NEGATIVO", "NEGATIVO"), ("Negativo.", "NEGATIVO"), ("  positivo!!", "POSITIVO"),
                     ("Sentimento: POSITIVO", "POSITIVO"), ("Negative", "NEGATIVO"),
                     ("POSITIVO or NEGATIVO.", None), ("Este filme fo", None),
                     ("NEGATIVO_2", "NEGATIVO"),    # rule 2: digits and "_" separate words too
                     ("posıtıvo", "POSITIVO")]:     # rule 1: the dotless "ı" is no accent, it stays; "ı".upper() is "I"
-    check_equal(f"normalize_label({_ans!r})", normalize_label(_ans), _want)
-print("Visible tests passed.")
+    check_equal(msg("normalize_label({answer})", answer=repr(_ans)), normalize_label(_ans), _want)
+passed()
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import outcome, record
-record("module of normalize_label (it must be defined in this notebook)", normalize_label.__module__)
+record("module of normalize_label (it must be defined in this notebook)", normalize_label.__module__)  # clause: defined-here
 _answers = ["NEGATÍVO", "pósitivo", "Positíva!", "negativa", "POSITIVE.", "\tnegative\n",
             "O sentimento é negativo, sem dúvida", "positivo positivo POSITIVO", "(POSITIVO)", "label=negativo;",
             "2 NEGATIVO 3", "NEGATIVO/POSITIVO", "positive and negative", "", "   ", "POSITIVELY", "NEGATIVOS",
@@ -363,10 +373,10 @@ _answers = ["NEGATÍVO", "pósitivo", "Positíva!", "negativa", "POSITIVE.", "\t
             "NEGATIVO2", "1positivo", "_Positivo_", "sentimento_negativo", "POSITIVO_3", "negativo negativo",
             "NEGATIVO, negativa, NEGATIVE", "NEGATIVO NEGATIVO POSITIVO", "posıtıvo", "NEGATİVO", "positivo\u00a0!"]
 for _ans in _answers:
-    record(f"normalize_label({_ans!r})", normalize_label(_ans))
+    record(f"normalize_label({_ans!r})", normalize_label(_ans))  # clause: accents-case, words, label-words, one-label
 _bads = [None, 3, ["POSITIVO"], b"POSITIVO"]
 for _bad in _bads:
-    record(f"normalize_label({_bad!r}) (not a str)", outcome(normalize_label, _bad))
+    record(f"normalize_label({_bad!r}) (not a str)", outcome(normalize_label, _bad))  # clause: not-str-raises
 ### BEGIN REFERENCE
 from course_utils.grading import expect
 _wants = ["NEGATIVO", "POSITIVO", "POSITIVO", "NEGATIVO", "POSITIVO", "NEGATIVO", "NEGATIVO", "POSITIVO", "POSITIVO",
@@ -394,10 +404,12 @@ for _bad in _bads:
 # met first.
 #
 # **The contract** (each clause is checked): `labels` is a non-empty sequence (list or tuple) of
-# labels (any strings) and `None`; the winner is the label with strictly more votes than every other
-# label, among any number of labels; `None` entries do not vote; when no sample voted or two or more
-# labels share the top count, return `abstain` (default `"INDETERMINADO"`, any value the caller
-# passes, `None` included); `labels` is not modified; an empty `labels` raises `ValueError`.
+# labels (any strings) and `None`; <!-- clause: sequence --> the winner is the label with strictly
+# more votes than every other label, among any number of labels; <!-- clause: value --> `None`
+# entries do not vote; <!-- clause: none-no-vote --> when no sample voted or two or more labels share
+# the top count, return `abstain` (default `"INDETERMINADO"`, any value the caller passes, `None`
+# included); <!-- clause: abstain --> `labels` is not modified; <!-- clause: unchanged-input --> an
+# empty `labels` raises `ValueError`. <!-- clause: empty-raises -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_vote", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def majority_vote(labels, abstain="INDETERMINADO"):
@@ -430,16 +442,16 @@ def majority_vote(labels, abstain="INDETERMINADO"):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex3_vote", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-from course_utils.grading import check_close, check_equal, check_true
+from course_utils.grading import check_close, check_equal, check_true, passed
 
 check_equal("majority_vote(['POSITIVO', 'NEGATIVO', 'POSITIVO'])", majority_vote(["POSITIVO", "NEGATIVO", "POSITIVO"]), "POSITIVO")
 check_equal("majority_vote(['POSITIVO', 'NEGATIVO']) (a tie must abstain)", majority_vote(["POSITIVO", "NEGATIVO"]), "INDETERMINADO")
 check_equal("majority_vote([None, None, None]) (no sample voted, Book §5.7.2)", majority_vote([None, None, None]), "INDETERMINADO")
-print("Visible tests passed.")
+passed()
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import outcome, record
-record("module of majority_vote (it must be defined in this notebook)", majority_vote.__module__)
+record("module of majority_vote (it must be defined in this notebook)", majority_vote.__module__)  # clause: defined-here
 _votes = [(["NEGATIVO", "POSITIVO", "POSITIVO", "NEGATIVO"], {}, "a tie where the first-seen label would win"),
           ([None, None, "NEGATIVO"], {}, "None does not vote"),
           ([None, "POSITIVO", None, None, "POSITIVO"], {}, "None does not vote: 3 None vs 2"),
@@ -451,12 +463,13 @@ _votes = [(["NEGATIVO", "POSITIVO", "POSITIVO", "NEGATIVO"], {}, "a tie where th
           ([None], {"abstain": "?"}, "abstain='?' when nothing voted"),
           (("POSITIVO", "POSITIVO", "NEGATIVO"), {}, "a tuple of labels")]
 for _labels, _kw, _what in _votes:
+    # clause: sequence, value, none-no-vote, abstain
     record(f"majority_vote({_labels!r}{''.join(f', {k}={v!r}' for k, v in _kw.items())}) ({_what})",
            majority_vote(_labels, **_kw))
 _lab = ["NEGATIVO", None, "POSITIVO", "NEGATIVO"]
 majority_vote(_lab)
-record("labels after majority_vote(labels) (they must not be modified)", _lab)
-record("majority_vote([]) (no samples at all is a caller error)", outcome(majority_vote, []))
+record("labels after majority_vote(labels) (they must not be modified)", _lab)  # clause: unchanged-input
+record("majority_vote([]) (no samples at all is a caller error)", outcome(majority_vote, []))  # clause: empty-raises
 ### BEGIN REFERENCE
 from course_utils.grading import expect
 _wants = ["INDETERMINADO", "NEGATIVO", "POSITIVO", "INDETERMINADO", "NEGATIVO", "c", "INDETERMINADO", None, "?", "POSITIVO"]
@@ -478,15 +491,17 @@ expect("majority_vote([]) (no samples at all is a caller error)", "raises ValueE
 #
 # **The contract** (each clause is checked):
 # - `examples` is a non-empty sequence (list or tuple) of dicts with keys `"text"` and `"label"`
-#   (other keys are ignored); it is not modified;
+#   (other keys are ignored); <!-- clause: sequence --> it is not modified; <!-- clause: unchanged-input -->
 # - `generate` is called **exactly once per example, in the order of `examples`**, on
-#   `make_prompt(example["text"])` — no caching: the same text twice is two calls (a sampled model may
-#   answer differently);
-# - each answer goes through `parse`; the result is a dict with `"accuracy"` (a `float`: predictions
-#   equal to the label / number of examples), `"n"` (number of examples), `"n_correct"`,
-#   `"n_unparsed"` (number of `None` predictions — an abstention such as `INDETERMINADO` is parsed, and
-#   wrong) and `"predictions"` (a list, one per example, in order);
-# - an empty `examples` raises `ValueError` before any call to `generate`.
+#   `make_prompt(example["text"])`; <!-- clause: once-in-order --> no caching: the same text twice is
+#   two calls (a sampled model may answer differently); <!-- clause: no-caching -->
+# - each answer goes through `parse`, and the result is a dict with these keys:
+#   - `"predictions"`: a list of the parsed answers, one per example, in order; <!-- clause: predictions -->
+#   - `"accuracy"`: a `float`, the number of predictions equal to the label divided by the number of
+#     examples (unparsed answers count as wrong); <!-- clause: accuracy -->
+#   - `"n"` (number of examples), `"n_correct"` and `"n_unparsed"` (number of `None` predictions — an
+#     abstention such as `INDETERMINADO` is parsed, and wrong); <!-- clause: counts -->
+# - an empty `examples` raises `ValueError` before any call to `generate`. <!-- clause: empty-raises -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex4_harness", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def evaluate_accuracy(generate, examples, make_prompt, parse):
@@ -520,7 +535,7 @@ def evaluate_accuracy(generate, examples, make_prompt, parse):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex4_harness", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-from course_utils.grading import check_close, check_equal, check_true
+from course_utils.grading import check_close, check_equal, check_true, passed
 
 _canned = {"P: bom": "POSITIVO", "P: ruim": "talvez", "P: ok": "NEGATIVO"}
 _res = evaluate_accuracy(lambda p: _canned[p], [{"text": "bom", "label": "POSITIVO"}, {"text": "ruim", "label": "NEGATIVO"},
@@ -529,11 +544,11 @@ _res = evaluate_accuracy(lambda p: _canned[p], [{"text": "bom", "label": "POSITI
 check_close("accuracy (1 right, 1 unparsed, 1 wrong out of 3)", _res["accuracy"], 1 / 3)
 check_equal("predictions", _res["predictions"], ["POSITIVO", None, "NEGATIVO"])
 check_equal("n_unparsed", _res["n_unparsed"], 1)
-print("Visible tests passed.")
+passed()
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import outcome, record
-record("module of evaluate_accuracy (it must be defined in this notebook)", evaluate_accuracy.__module__)
+record("module of evaluate_accuracy (it must be defined in this notebook)", evaluate_accuracy.__module__)  # clause: defined-here
 
 class _Scripted:
     """Fake generator: returns the scripted answers in order ("" once they run out) and records every prompt."""
@@ -554,33 +569,36 @@ _ex = [{"text": f"t{i}", "label": lab} for i, lab in enumerate(["A", "B", "A", "
 _gen = _Scripted(["a", "?", "b", "a", "?", "b", "b"])
 _res = evaluate_accuracy(_gen, _ex, lambda t: f"<{t}>", lambda s: None if s == "?" else s.upper())
 _case = "7 examples: 3 right, 2 unparsed, 2 wrong"
-record(f"prompts passed to generate ({_case}; once per example, in order, make_prompt(text))", _gen.prompts)
-record(f"predictions ({_case})", _res["predictions"])
-record(f"accuracy, a float ({_case}; correct / all examples, not / parsed ones)", _acc(_res), atol=1e-9)
+record(f"prompts passed to generate ({_case}; once per example, in order, make_prompt(text))", _gen.prompts)  # clause: once-in-order
+record(f"predictions ({_case})", _res["predictions"])  # clause: predictions
+record(f"accuracy, a float ({_case}; correct / all examples, not / parsed ones)", _acc(_res), atol=1e-9)  # clause: accuracy
+# clause: counts
 record(f"n ({_case})", _res["n"])
 record(f"n_correct ({_case})", _res["n_correct"])
 record(f"n_unparsed ({_case})", _res["n_unparsed"])
-record(f"examples after evaluate_accuracy ({_case}; they must not be modified)", _ex)
+record(f"examples after evaluate_accuracy ({_case}; they must not be modified)", _ex)  # clause: unchanged-input
 _res1 = evaluate_accuracy(lambda p: "x", ({"text": "only", "label": "x", "lang": "pt"},), str, str)
-record("accuracy with one example (a tuple), right", _acc(_res1), atol=1e-9)
+record("accuracy with one example (a tuple), right", _acc(_res1), atol=1e-9)  # clause: sequence, accuracy
 _res0 = evaluate_accuracy(lambda p: "?", [{"text": "a", "label": "A"}] * 4, str, lambda s: None)
-record("accuracy with 4 examples, all unparsed", _acc(_res0), atol=1e-9)
-record("n_unparsed with 4 examples, all unparsed", _res0["n_unparsed"])
+record("accuracy with 4 examples, all unparsed", _acc(_res0), atol=1e-9)  # clause: accuracy
+record("n_unparsed with 4 examples, all unparsed", _res0["n_unparsed"])  # clause: counts
 # the same text twice: generate is still called once per example (a sampled model may answer differently)
 _gen2 = _Scripted(["NEGATIVO", "POSITIVO", "POSITIVO", "NEGATIVO"])
 _res2 = evaluate_accuracy(_gen2, [{"text": "mesmo", "label": "POSITIVO"}, {"text": "mesmo", "label": "POSITIVO"},
                                   {"text": "outro", "label": "POSITIVO"}, {"text": "mesmo", "label": "NEGATIVO"}],
                           lambda t: t, lambda s: s)
-record("prompts passed to generate (4 examples, 3 with the same text; once per example, no caching)", _gen2.prompts)
-record("predictions (4 examples, 3 with the same text, answers from successive calls)", _res2["predictions"])
-record("n_correct (4 examples, 3 with the same text)", _res2["n_correct"])
+record("prompts passed to generate (4 examples, 3 with the same text; once per example, no caching)", _gen2.prompts)  # clause: no-caching
+record("predictions (4 examples, 3 with the same text, answers from successive calls)", _res2["predictions"])  # clause: no-caching, predictions
+record("n_correct (4 examples, 3 with the same text)", _res2["n_correct"])  # clause: no-caching, counts
 # a prediction that is not None and not the label: wrong, but parsed
 _res3 = evaluate_accuracy(lambda p: p, [{"text": "INDETERMINADO", "label": "POSITIVO"}, {"text": "?", "label": "NEGATIVO"},
                                         {"text": "NEGATIVO", "label": "NEGATIVO"}], str,
                           lambda s: None if s == "?" else s)
+# clause: counts
 record("n_unparsed when one prediction is 'INDETERMINADO' (only None counts as unparsed)", _res3["n_unparsed"])
 record("n_correct when one prediction is 'INDETERMINADO'", _res3["n_correct"])
 _calls = []
+# clause: empty-raises
 record("evaluate_accuracy on an empty labelled set",
        outcome(evaluate_accuracy, lambda p: _calls.append(p) or "x", [], str, str))
 record("prompts generated for an empty labelled set (there must be none)", _calls)
@@ -619,16 +637,17 @@ expect("prompts generated for an empty labelled set (there must be none)", [])
 # caller**, and the side you cut decides what the model never sees:
 #
 # - `side="left"` drops tokens at the **start** and keeps the last `budget` tokens (the end of
-#   a chat history, the question) — `tokenizer.truncation_side = "left"`;
+#   a chat history, the question) — `tokenizer.truncation_side = "left"`; <!-- clause: left-keeps-last -->
 # - `side="right"` drops tokens at the **end** and keeps the first `budget` tokens (the
-#   instruction) — the tokenizers' default `truncation_side = "right"`.
+#   instruction) — the tokenizers' default `truncation_side = "right"`. <!-- clause: right-keeps-first -->
 #
 # **Exercise 5's contract** (each clause is checked): `ids` is a list, a tuple or a 1-D
-# `torch.Tensor`; the default side is `"left"`; the result is a **new** `list` of Python `int`s,
-# `min(len(ids), budget)` long, in the original order (also when nothing is cut: never `ids`
-# itself), and agrees with the tokenizer's own `truncation_side`; `ids` is not modified; `ValueError`
-# if `budget` is not an `int` ≥ 1 (`2.0` is not an `int`) or `side` is not exactly `"left"` or
-# `"right"`.
+# `torch.Tensor`; <!-- clause: input-types --> the default side is `"left"`; <!-- clause: default-left -->
+# the result is a **new** `list` of Python `int`s (also when nothing is cut: never `ids` itself), <!-- clause: new-list -->
+# `min(len(ids), budget)` long, in the original order, <!-- clause: length -->
+# and agrees with the tokenizer's own `truncation_side`; <!-- clause: tokenizer-side --> `ids` is not
+# modified; <!-- clause: unchanged-input --> `ValueError` if `budget` is not an `int` ≥ 1 (`2.0` is not
+# an `int`) or `side` is not exactly `"left"` or `"right"`. <!-- clause: invalid-raises -->
 
 # %% nbgrader={"grade": false, "grade_id": "window_sizes", "locked": true, "schema_version": 3, "solution": false, "task": false} tags=["nbval-check-output"]
 gpt2_window = GPT2Config().n_positions          # no download: the default config is GPT-2 small's
@@ -669,43 +688,48 @@ def truncate_tokens(ids, budget, side="left"):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex5_truncate", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-from course_utils.grading import check_close, check_equal, check_true
+from course_utils.grading import check_close, check_equal, check_true, passed
 
 _ids = list(range(10, 20))
 check_equal("truncate_tokens(range(10, 20), 4, 'left') keeps the last 4", truncate_tokens(_ids, 4, side="left"), [16, 17, 18, 19])
 check_equal("truncate_tokens(range(10, 20), 4, 'right') keeps the first 4", truncate_tokens(_ids, 4, side="right"), [10, 11, 12, 13])
-print("Visible tests passed.")
+passed()
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import outcome, record
-record("module of truncate_tokens (it must be defined in this notebook)", truncate_tokens.__module__)
-record("truncate_tokens([1, 2, 3, 4, 5], 2) (the default side is 'left')", truncate_tokens([1, 2, 3, 4, 5], 2))
+record("module of truncate_tokens (it must be defined in this notebook)", truncate_tokens.__module__)  # clause: defined-here
+record("truncate_tokens([1, 2, 3, 4, 5], 2) (the default side is 'left')", truncate_tokens([1, 2, 3, 4, 5], 2))  # clause: default-left
 _ids = [5, 3, 9, 1, 7, 7, 2]
 for _b in [1, 3, 6, 7]:
     for _side in ["left", "right"]:
+        # clause: left-keeps-last, right-keeps-first, length
         record(f"truncate_tokens({_ids}, {_b}, side={_side!r})", truncate_tokens(_ids, _b, side=_side))
 for _side in ["left", "right"]:
     _ids50 = list(_ids)
     _out = truncate_tokens(_ids50, 50, side=_side)
-    record(f"truncate_tokens({_ids}, 50, side={_side!r}) (budget larger than the sequence)", _out)
+    record(f"truncate_tokens({_ids}, 50, side={_side!r}) (budget larger than the sequence)", _out)  # clause: length
     if isinstance(_out, list):
         _out.append(-1)
+    # clause: new-list
     record(f"ids after appending to the list truncate_tokens(ids, 50, side={_side!r}) returned "
            "(it must be a new list, not ids itself)", _ids50)
+    # clause: input-types, left-keeps-last, right-keeps-first
     record(f"truncate_tokens({tuple(_ids)}, 2, side={_side!r}) (a tuple)", truncate_tokens(tuple(_ids), 2, side=_side))
+    # clause: input-types, new-list, left-keeps-last, right-keeps-first
     record(f"truncate_tokens(torch.tensor({_ids}), 3, side={_side!r}) (a list of Python ints, also for a tensor)",
            truncate_tokens(torch.tensor(_ids), 3, side=_side))
-    record(f"truncate_tokens([], 3, side={_side!r})", truncate_tokens([], 3, side=_side))
-record("ids after all these calls (they must not be modified)", _ids)
+    record(f"truncate_tokens([], 3, side={_side!r})", truncate_tokens([], 3, side=_side))  # clause: length
+record("ids after all these calls (they must not be modified)", _ids)  # clause: unchanged-input
 # on real text: the token ids of the tokenizer in the banner
 _text = "INICIO " + "bla " * 60 + "FIM"
 _full = tok(_text, add_special_tokens=False)["input_ids"]
 for _side in ["left", "right"]:
+    # clause: tokenizer-side
     record(f"truncate_tokens(ids of a {len(_full)}-token text, 17, side={_side!r}) "
            f"(the tokenizer's truncation_side={_side!r}, max_length=17)", truncate_tokens(_full, 17, side=_side))
 _bad_args = [dict(budget=0), dict(budget=-3), dict(budget=2.0), dict(budget=3, side="middle"), dict(budget=3, side="LEFT")]
 for _bad in _bad_args:
-    record(f"truncate_tokens([1, 2, 3, 4], **{_bad!r})", outcome(truncate_tokens, [1, 2, 3, 4], **_bad))
+    record(f"truncate_tokens([1, 2, 3, 4], **{_bad!r})", outcome(truncate_tokens, [1, 2, 3, 4], **_bad))  # clause: invalid-raises
 ### BEGIN REFERENCE
 from course_utils.grading import expect
 _ids = [5, 3, 9, 1, 7, 7, 2]
@@ -1057,7 +1081,9 @@ else:
 #   0.8, α = 0.05), a paired test on n = 48 examples detects a difference of 0.413 whatever the two
 #   prompts do (the standard deviation bound 1), or 0.250 if the next run's differences spread like
 #   this one's (SD 0.606); a gain of 0.125 would need between 192 examples (0.123) and more than 384
-#   (0.143 at the bound). So this null says "probably no effect of 0.250 or more", not "no effect". (Section 9.6
+#   (0.143 at the bound). These numbers size the next run, not this one's conclusion: its interval still
+#   contains a gain of 0.250. So this null says "no loss larger than 0.051, and any gain up to 0.301", not
+#   "no effect". (Section 9.6
 #   shows what a large in-context effect looks like on the same model.)
 # - **What the prompt does change is the format of the free answer.** Few-shot parses 0/48 greedy
 #   answers with the chat template and 48/48 as raw text; strict 3/48 vs 30/48. The chat-template
@@ -1336,17 +1362,18 @@ if ICL_RIGHT:
 # **Your task.** Write `control_demos(demos, condition, suffix="zo")`, which turns a demonstration set
 # into the demonstrations of one condition (the instruction-only prompt needs no demonstration: the
 # notebook builds it). `demos` is a sequence of `(input, output)` pairs (tuples or lists), possibly
-# empty. The contract (each clause is checked):
+# empty. <!-- clause: any-pairs --> The contract (each clause is checked):
 #
-# - `condition="true"`: the pairs as given, in the same order;
+# - `condition="true"`: the pairs as given, in the same order; <!-- clause: true-pairs -->
 # - `condition="wrong pairs"`: the same inputs in the same order, each with the output of the
 #   **next** demonstration, the last input with the first output (a rotation by one: with a single
-#   demonstration the pair stays as it is);
-# - `condition="reversed order"`: the same pairs, the last one first;
-# - `condition="made-up"`: each input `x` paired with `x + suffix` (its own output is dropped);
-# - the result is always a **new** `list` of `(input, output)` **tuples** (also when the pairs came as
-#   lists, and for `"true"`); `demos` is not modified;
-# - any other `condition` (including another spelling, such as `"Wrong pairs"`) raises `ValueError`.
+#   demonstration the pair stays as it is); <!-- clause: wrong-pairs -->
+# - `condition="reversed order"`: the same pairs, the last one first; <!-- clause: reversed-order -->
+# - `condition="made-up"`: each input `x` paired with `x + suffix` (its own output is dropped); <!-- clause: made-up -->
+# - the result is always a **new** `list` <!-- clause: new-list --> of `(input, output)` **tuples**
+#   (also when the pairs came as lists, and for `"true"`); <!-- clause: tuples --> `demos` is not
+#   modified; <!-- clause: unchanged-input -->
+# - any other `condition` (including another spelling, such as `"Wrong pairs"`) raises `ValueError`. <!-- clause: unknown-condition-raises -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex6_controls", "locked": false, "schema_version": 3, "solution": true, "task": false}
 CONDITIONS = ("true", "wrong pairs", "reversed order", "made-up")
@@ -1383,7 +1410,7 @@ def control_demos(demos, condition, suffix="zo"):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex6_controls", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-from course_utils.grading import check_close, check_equal, check_true
+from course_utils.grading import check_close, check_equal, check_true, passed
 
 _demos = [("hot", "cold"), ("big", "small"), ("fast", "slow")]
 check_equal("control_demos(hot/big/fast, 'true')", control_demos(_demos, "true"), _demos)
@@ -1393,29 +1420,35 @@ check_equal("control_demos(hot/big/fast, 'reversed order')", control_demos(_demo
             [("fast", "slow"), ("big", "small"), ("hot", "cold")])
 check_equal("control_demos(hot/big/fast, 'made-up')", control_demos(_demos, "made-up"),
             [("hot", "hotzo"), ("big", "bigzo"), ("fast", "fastzo")])
-print("Visible tests passed.")
+passed()
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import outcome, record
-record("module of control_demos (it must be defined in this notebook)", control_demos.__module__)
+record("module of control_demos (it must be defined in this notebook)", control_demos.__module__)  # clause: defined-here
 _d5 = [["up", "down"], ["in", "out"], ["old", "new"], ["win", "lose"], ["open", "shut"]]
 for _cond in ["true", "wrong pairs", "reversed order", "made-up"]:
+    # clause: true-pairs, wrong-pairs, reversed-order, made-up, any-pairs, tuples
     record(f"control_demos(five pairs given as lists, {_cond!r}) (a list of tuples)", control_demos(_d5, _cond))
+    # clause: true-pairs, wrong-pairs, reversed-order, made-up
     record(f"control_demos([('a', 'b')], {_cond!r}) (a single demonstration)", control_demos([("a", "b")], _cond))
     record(f"control_demos([('a', 'b'), ('c', 'd')], {_cond!r}) (two demonstrations)",
            control_demos([("a", "b"), ("c", "d")], _cond))
+    # clause: any-pairs, true-pairs, wrong-pairs, reversed-order, made-up
     record(f"control_demos([], {_cond!r}) (no demonstration)", control_demos([], _cond))
     record(f"control_demos(a tuple of three pairs, {_cond!r})", control_demos((("x", "1"), ("y", "2"), ("z", "3")), _cond))
     _mine = [("p", "q"), ("r", "s")]
     _out = control_demos(_mine, _cond)
     if isinstance(_out, list):
         _out.append(("extra", "pair"))
+    # clause: new-list, unchanged-input
     record(f"demos after appending to the list control_demos(demos, {_cond!r}) returned (a new list, demos not modified)",
            _mine)
+# clause: made-up
 record("control_demos(hot/big/fast, 'made-up', suffix='-ish')", control_demos(_demos, "made-up", suffix="-ish"))
 record("control_demos([('cat', 'dog')], 'made-up', suffix='') (an empty suffix)", control_demos([("cat", "dog")], "made-up", suffix=""))
-record("hot/big/fast after all these calls (not modified)", _demos)
+record("hot/big/fast after all these calls (not modified)", _demos)  # clause: unchanged-input
 for _bad in ["wrong", "Wrong pairs", "shuffled", "", "reversed"]:
+    # clause: unknown-condition-raises
     record(f"control_demos(hot/big/fast, {_bad!r}) (not one of the four conditions)", outcome(control_demos, _demos, _bad))
 ### BEGIN REFERENCE
 from course_utils.grading import expect
@@ -1680,9 +1713,9 @@ print("VOTO FINAL (self-consistency):", majority_vote([normalize_label(s) for s 
 # chance, because it prefers `NEGATIVO` for nearly every review (`said POSITIVO` 0.000 in 7 of the 10
 # cells), and calibration against `N/A` does not fix it (0.500, loose raw 0.583). But n = 48 makes this
 # a weak null: the paired interval of few- minus zero-shot (chat), +0.125 [−0.051, +0.301], still
-# allows a gain of 0.3 — it rules out a loss larger than 0.051, not a small gain — and, at power 0.8
-# fixed in advance, a paired test on 48 examples detects only differences of 0.413 (SD bound 1) or
-# 0.250 (this run's SD, 0.606); a gain of 0.125 would need about 192 examples or more. What the prompt
+# allows a gain of 0.3 — it rules out a loss larger than 0.051, not a small gain. For the next run, at
+# power 0.8 fixed in advance, a paired test on 48 examples detects only differences of 0.413 (SD bound 1)
+# or 0.250 (this run's SD, 0.606); a gain of 0.125 would need about 192 examples or more. What the prompt
 # changed is the **format**: greedy parse rate 0/48 (few-shot, chat) vs 48/48 (few-shot, raw), 3/48 vs
 # 30/48 (strict). The echo comes from the chat template: the prompt becomes a user message and the
 # small model repeats it — not even faithfully: section 9.2's answer `Este filme foi um desperdo de

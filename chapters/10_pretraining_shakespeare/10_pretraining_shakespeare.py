@@ -23,6 +23,9 @@
 #
 # plus one written question (2 pts) that asks for evidence from this notebook's outputs.
 #
+# Define each graded function and class in its answer cell in this notebook (helpers of your own are
+# fine): the hidden tests check where each one is defined. <!-- clause-all: defined-here -->
+#
 # **Time.** Full mode trains six small models of 1200 steps each, nine of 300 steps and eighteen of
 # 100 steps (about a minute per 1200 steps on one CPU thread; the whole notebook, measured on the
 # course's 2-core build machine, takes about 8 minutes with its default two threads and about 11 with
@@ -202,16 +205,17 @@ print("validation starts with:", repr(text[n_train:n_train + 60]))
 #
 # Write `get_batch(data, block_size, batch_size, generator=None)`:
 #
-# * `data` is a 1-D tensor of $N$ token ids (leave it unchanged); return `(x, y)`, two **int64**
-#   tensors of shape `(batch_size, block_size)`, whatever the integer type of `data`;
+# * `data` is a 1-D tensor of $N$ token ids (leave it unchanged); <!-- clause: unchanged-input -->
+#   return `(x, y)`, two **int64** tensors of shape `(batch_size, block_size)`, whatever the integer
+#   type of `data`; <!-- clause: shape, int64 -->
 # * row $b$ starts at an offset $s_b$ drawn **uniformly** from $\{0, 1, \dots, N - T - 1\}$ (every
 #   window that has a next token, the first and the last included), with
-#   `x[b] = data[s_b : s_b + T]` and `y[b] = data[s_b + 1 : s_b + T + 1]`;
+#   `x[b] = data[s_b : s_b + T]` and `y[b] = data[s_b + 1 : s_b + T + 1]`; <!-- clause: windows, uniform -->
 # * draw the offsets with `generator` when one is given (a seeded generator gives the same batch
-#   again, and torch's global generator is left alone); with `generator=None`, use torch's global
-#   generator (so `torch.manual_seed` fixes the batch);
+#   again, and torch's global generator is left alone); <!-- clause: generator --> with
+#   `generator=None`, use torch's global generator (so `torch.manual_seed` fixes the batch); <!-- clause: global-generator -->
 # * raise a `ValueError` with a clear message if `data` is not 1-D, if `block_size < 1` or
-#   `batch_size < 1`, or if `block_size >= N` (no room for one window and its target).
+#   `batch_size < 1`, or if `block_size >= N` (no room for one window and its target). <!-- clause: invalid-raises -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex1_get_batch", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def get_batch(data, block_size, batch_size, generator=None):
@@ -267,33 +271,37 @@ print("Visible tests passed.")
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import outcome, record
-record("module of get_batch (it must be defined in this notebook)", get_batch.__module__)
+record("module of get_batch (it must be defined in this notebook)", get_batch.__module__)  # clause: defined-here
 _g = torch.Generator().manual_seed(123)
 _txt = torch.randperm(50, generator=_g) + 7                    # distinct ids, not consecutive numbers
 _x, _y = get_batch(_txt, 5, 3000, generator=torch.Generator().manual_seed(9))
-record("data after get_batch(data, 5, 3000) (it must be left unchanged)", _txt)
-record("shape of x from get_batch(data, 5, 3000)", tuple(_x.shape))
-record("shape of y from get_batch(data, 5, 3000)", tuple(_y.shape))
-record("dtype of x from get_batch(data, 5, 3000)", str(_x.dtype))
-record("dtype of y from get_batch(data, 5, 3000)", str(_y.dtype))
+record("data after get_batch(data, 5, 3000) (it must be left unchanged)", _txt)  # clause: unchanged-input
+record("shape of x from get_batch(data, 5, 3000)", tuple(_x.shape))  # clause: shape
+record("shape of y from get_batch(data, 5, 3000)", tuple(_y.shape))  # clause: shape
+record("dtype of x from get_batch(data, 5, 3000)", str(_x.dtype))  # clause: int64
+record("dtype of y from get_batch(data, 5, 3000)", str(_y.dtype))  # clause: int64
 # the offsets are random: what every correct sampler gives is the SET of rows [x[b] | y[b]] (all 45 windows of
 # a 50-token text with their next tokens, sorted; 3000 draws miss one with probability ~1e-27) and how often
 # each was drawn (uniform: a chi-square test against 1/45 each)
 _rows, _counts = torch.unique(torch.cat([_x, _y], dim=1), dim=0, return_counts=True)
+# clause: windows
 record("distinct rows [x[b] | y[b]] of get_batch(data, 5, 3000), sorted (windows of a shuffled text and "
        "the tokens that follow them; every offset 0..N-T-1 drawn, none beyond)", _rows)
-record("how often each distinct row was drawn (the offsets must be uniform)", _counts, pvalue=1e-3)
+record("how often each distinct row was drawn (the offsets must be uniform)", _counts, pvalue=1e-3)  # clause: uniform
 # block_size = N - 1: exactly one window
 _x1, _y1 = get_batch(_txt, 49, 4)
+# clause: windows
 record("x from get_batch(data, 49, 4) (block_size = N - 1: the only window is data[:-1])", _x1)
 record("y from get_batch(data, 49, 4) (the only target is data[1:])", _y1)
 # int32 data -> int64 batches
 _x32, _y32 = get_batch(_txt.int(), 3, 5)
+# clause: int64
 record("dtype of x for int32 data", str(_x32.dtype))
 record("dtype of y for int32 data", str(_y32.dtype))
 # generator=None: torch's global generator; different seeds: different batches
 torch.manual_seed(5); _p, _ = get_batch(_txt, 3, 10)
 torch.manual_seed(5); _q, _ = get_batch(_txt, 3, 10)
+# clause: global-generator
 record("same batch twice after torch.manual_seed(5) with generator=None (the offsets must come from torch's "
        "global generator)", torch.equal(_p, _q))
 torch.manual_seed(6); _p6, _ = get_batch(_txt, 3, 10)
@@ -301,12 +309,14 @@ record("same batch after torch.manual_seed(5) and after torch.manual_seed(6) wit
        "generator, not a fresh torch.Generator() of fixed seed)", torch.equal(_p, _p6))
 # uniformity again, with enough draws that a 2x bias on a few offsets shows: 9 windows of a 12-token text
 _x9, _ = get_batch(_txt[:12], 3, 18000, generator=torch.Generator().manual_seed(21))
+# clause: uniform
 record("how often each offset was drawn, get_batch(12-token text, 3, 18000) (all 9 offsets equally likely, "
        "the first and the last included; bin 9: a first token that starts no window)",
        torch.bincount(torch.where((_x9[:, :1] == _txt[:9]).any(dim=1), (_x9[:, :1] == _txt[:9]).int().argmax(dim=1), 9),
                       minlength=10), pvalue=1e-3)
 _r1, _ = get_batch(_txt, 3, 20, generator=torch.Generator().manual_seed(11))
 _r2, _ = get_batch(_txt, 3, 20, generator=torch.Generator().manual_seed(12))
+# clause: generator
 record("same batch for generator seeds 11 and 12 (different seeds must give different batches)", torch.equal(_r1, _r2))
 torch.manual_seed(77); get_batch(_txt, 3, 10, generator=torch.Generator().manual_seed(13))
 record("the next 8 draws of torch's global generator after torch.manual_seed(77) and get_batch with a generator "
@@ -315,7 +325,7 @@ _bad_calls = [((_txt, 50, 2), "block_size = N"), ((_txt, 80, 2), "block_size > N
               ((_txt, 3, 0), "batch_size = 0"), ((_txt.view(5, 10), 3, 2), "2-D data"),
               ((_txt, -2, 2), "block_size = -2"), ((_txt, 3, -1), "batch_size = -1")]
 for _args, _why in _bad_calls:
-    record(f"get_batch with {_why}", outcome(get_batch, *_args))
+    record(f"get_batch with {_why}", outcome(get_batch, *_args))  # clause: invalid-raises
 ### BEGIN REFERENCE
 from course_utils.grading import check_true, expect
 _windows = torch.stack([torch.cat([_txt[s:s + 5], _txt[s + 1:s + 6]]) for s in range(45)])
@@ -397,17 +407,18 @@ print(f"distinct training characters ever used as a target: {_seen.mean():.1%} "
 # Write `CausalSelfAttention(n_embd, n_head, dropout=0.0)`:
 #
 # * parameters: `self.in_proj = nn.Linear(C, 3C)` (outputs $[q \,|\, k \,|\, v]$) and
-#   `self.out_proj = nn.Linear(C, C)`, and no others; raise a `ValueError` if $C$ is not divisible
-#   by $H$;
+#   `self.out_proj = nn.Linear(C, C)`, and no others; <!-- clause: parameters --> raise a `ValueError`
+#   if $C$ is not divisible by $H$;
 # * `forward(x)`: `x` of shape $(B, T, C)$ gives an output of the same shape and the same dtype
-#   (a 16-bit input stays 16-bit), `x` left unchanged; position $t$ attends to positions $0..t$
-#   only, head $h$ uses features $h\,C/H, \dots, (h+1)\,C/H - 1$, scores scaled by $1/\sqrt{C/H}$;
-#   raise a `ValueError` if `x` is not 3-D or its last dimension is not $C$;
+#   (a 16-bit input stays 16-bit), <!-- clause: shape-dtype --> `x` left unchanged; <!-- clause: unchanged-input -->
+#   position $t$ attends to positions $0..t$ only, head $h$ uses
+#   features $h\,C/H, \dots, (h+1)\,C/H - 1$, scores scaled by $1/\sqrt{C/H}$; <!-- clause: value -->
+#   raise a `ValueError` if `x` is not 3-D or its last dimension is not $C$; <!-- clause: bad-x-raises -->
 # * dropout (probability `dropout`) acts on the attention weights in training mode only, as in
-#   `nn.MultiheadAttention`.
+#   `nn.MultiheadAttention`. <!-- clause: dropout -->
 #
 # Write the attention yourself: `F.scaled_dot_product_attention` and `nn.MultiheadAttention` (and
-# its functional form) are switched off while the hidden tests run.
+# its functional form) are switched off while the hidden tests run. <!-- clause: no-library -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_attention", "locked": false, "schema_version": 3, "solution": true, "task": false}
 class CausalSelfAttention(nn.Module):
@@ -486,7 +497,7 @@ print("Visible tests passed.")
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import outcome, record, switched_off
-record("module of CausalSelfAttention (it must be defined in this notebook)", CausalSelfAttention.__module__)
+record("module of CausalSelfAttention (it must be defined in this notebook)", CausalSelfAttention.__module__)  # clause: defined-here
 _paths = ["torch.nn.functional.scaled_dot_product_attention", "torch._C._nn.scaled_dot_product_attention",
           "torch.nn.functional.multi_head_attention_forward", "torch.nn.MultiheadAttention.forward",
           "torch.nn.modules.activation.MultiheadAttention.forward"]
@@ -503,14 +514,15 @@ for (_C, _H, _T, _B, _dt) in [(12, 4, 7, 3, torch.float32), (12, 1, 6, 2, torch.
     _m.eval()
     _xx = torch.randn(_B, _T, _C, dtype=_dt)
     _bb = CausalSelfAttention(_C, _H, dropout=0.3).to(_dt)
-    record(f"number of parameters of CausalSelfAttention({_C}, {_H})", sum(p.numel() for p in _bb.parameters()))
+    record(f"number of parameters of CausalSelfAttention({_C}, {_H})", sum(p.numel() for p in _bb.parameters()))  # clause: parameters
     with torch.no_grad():
         _bb.in_proj.weight.copy_(_m.in_proj_weight); _bb.in_proj.bias.copy_(_m.in_proj_bias)
         _bb.out_proj.weight.copy_(_m.out_proj.weight); _bb.out_proj.bias.copy_(_m.out_proj.bias)
     _bb.eval()
     with torch.no_grad(), switched_off(*_paths, functions=[CausalSelfAttention.forward, CausalSelfAttention.__init__], hint=_hint):
         _oo = _bb(_xx)
-    record(f"x after forward ({_what}; it must be left unchanged)", _xx)
+    record(f"x after forward ({_what}; it must be left unchanged)", _xx)  # clause: unchanged-input
+    # clause: value, shape-dtype, no-library
     record(f"output in eval mode ({_what})", _oo, atol={torch.float32: 1e-5, torch.float64: 1e-10, torch.bfloat16: 5e-2}[_dt])
     _cases.append((_what, _m, _xx, _T, _dt))
 # dropout acts on the attention weights, in training mode only: with the weights set below, the output of
@@ -527,6 +539,7 @@ _N = 4000
 _bd.eval()
 with torch.no_grad():
     _e1, _e2 = _bd(_xd), _bd(_xd)
+# clause: dropout
 record("eval-mode output, dropout=0.5, first call", _e1, atol=1e-5)
 record("eval-mode output, dropout=0.5, second call (dropout must be off in eval mode)", _e2, atol=1e-5)
 _bd.train()
@@ -538,7 +551,7 @@ record(f"mean of {_N} training-mode outputs, dropout=0.5 (dropout on the attenti
 record(f"standard deviation of {_N} training-mode outputs, dropout=0.5 (dropout on the attention weights, "
        "training mode only)", _dn.std(0), atol=1e-3, rtol=0.1)
 for _bad in (torch.zeros(5, 8), torch.zeros(2, 5, 6)):
-    record(f"forward on x of shape {tuple(_bad.shape)} (C=8)", outcome(_bd, _bad))
+    record(f"forward on x of shape {tuple(_bad.shape)} (C=8)", outcome(_bd, _bad))  # clause: bad-x-raises
 ### BEGIN REFERENCE
 from course_utils.grading import check_close, expect
 _rng = torch.get_rng_state()
@@ -740,13 +753,15 @@ print(f"loss at initialisation ({X_val_final.numel():,} validation tokens): "
 # Write `train_step(model, optimizer, x, y, max_norm=1.0)`:
 #
 # * put the model in **training mode** and leave it there (`model.training` is `True` on return,
-#   even if the caller had set eval mode), so that dropout acts during the step;
+#   even if the caller had set eval mode), so that dropout acts during the step; <!-- clause: train-mode -->
 # * loss: the **mean** cross-entropy over all $B \cdot T$ positions of `model(x)` (logits
-#   $(B, T, V)$) against `y`; clear old gradients, backpropagate, clip the **global** L2 norm of all
-#   gradients to `max_norm` (`torch.nn.utils.clip_grad_norm_` is fine), then take one optimizer step;
-# * return the loss *before* the step as a Python `float`; leave `x` and `y` unchanged;
+#   $(B, T, V)$) against `y`; <!-- clause: mean-loss --> clear old gradients, backpropagate, clip the
+#   **global** L2 norm of all gradients to `max_norm` (`torch.nn.utils.clip_grad_norm_` is fine), then
+#   take one optimizer step; <!-- clause: update -->
+# * return the loss *before* the step as a Python `float`; <!-- clause: return-loss --> leave `x` and
+#   `y` unchanged; <!-- clause: unchanged-input -->
 # * raise a `ValueError` if `x` and `y` have different shapes (even with as many elements) or if
-#   `max_norm <= 0`.
+#   `max_norm <= 0`. <!-- clause: invalid-raises -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_train_step", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def train_step(model, optimizer, x, y, max_norm=1.0):
@@ -820,7 +835,7 @@ print("Visible tests passed.")
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import outcome, record
-record("module of train_step (it must be defined in this notebook)", train_step.__module__)
+record("module of train_step (it must be defined in this notebook)", train_step.__module__)  # clause: defined-here
 
 
 def _loss_value(v):
@@ -844,10 +859,13 @@ for _mn, _mk, _dt in _configs:
     for _step in range(3):
         _loss = train_step(_m, _opt, _xx, _yy, max_norm=_mn)
         _what = f"max_norm={_mn}, {_mk}, {_dt}, step {_step}"
+        # clause: mean-loss, return-loss
         record(f"loss returned, a Python float ({_what}; mean cross-entropy before the update)", _loss_value(_loss), atol=1e-5)
         for _n, _p in _m.named_parameters():
+            # clause: mean-loss, update
             record(f"parameter {_n} after the step ({_what}; clear old gradients, clip the global norm, then step)",
                    _p, atol=1e-5)
+# clause: unchanged-input
 record("x after train_step (it must be left unchanged)", _xx)
 record("y after train_step (it must be left unchanged)", _yy)
 # training mode: dropout must be active during the step
@@ -855,9 +873,11 @@ torch.manual_seed(20)
 _m = nn.Sequential(nn.Embedding(7, 6), nn.Dropout(0.5), nn.Linear(6, 7)); _m.eval()
 _opt = torch.optim.SGD(_m.parameters(), lr=0.1)
 torch.manual_seed(21); _loss = train_step(_m, _opt, _xx, _yy, max_norm=1.0)
+# clause: train-mode
 record("model.training after train_step on a model left in eval mode (train_step must call model.train())", _m.training)
 record("loss with dropout, torch.manual_seed(21) (the model must be in training mode during the step)",
        _loss_value(_loss), atol=1e-5)
+# clause: invalid-raises
 for _bad in (0.0, -1.0):
     record(f"train_step with max_norm={_bad}", outcome(train_step, _m, _opt, _xx, _yy, max_norm=_bad))
 record("train_step with x of shape (5, 3) and y of shape (3, 5) (as many elements, different shapes)",
@@ -1135,12 +1155,12 @@ print(f"parameters: untied {count_parameters(runs_attn[0][0]):,} | tied {count_p
 # $\eta(k)$ of optimizer step $k$ = `step` (0, 1, 2, …), with $w$ = `warmup_steps` and $S$ = `total_steps`:
 #
 # * **warm-up**, $k < w$: linear from 0, $\eta(k) = \eta_\text{peak}\, k / w$ (so $\eta(0) = 0$ when
-#   $w > 0$; with $w = 0$ there is no warm-up and step 0 is already the peak);
+#   $w > 0$; with $w = 0$ there is no warm-up and step 0 is already the peak); <!-- clause: warmup -->
 # * **decay**, $w \le k \le S$: with the progress $u = (k - w)/(S - w)$,
 #   $$\eta(k) = \eta_\text{min} + (\eta_\text{peak} - \eta_\text{min})\,\tfrac12\big(1 + \cos \pi u\big),$$
 #   the peak at $k = w$, falling monotonically to the floor $\eta_\text{min}$ = `min_lr` (a rate, not a
-#   fraction of the peak) at $k = S$;
-# * **after the end**, $k > S$: stay at the floor, $\eta(k) = \eta_\text{min}$.
+#   fraction of the peak) at $k = S$; <!-- clause: decay -->
+# * **after the end**, $k > S$: stay at the floor, $\eta(k) = \eta_\text{min}$. <!-- clause: after-end -->
 #
 # Return the rate as a number (a Python `float`). You may assume integers $0 \le w < S$ and $k \ge 0$,
 # and $0 \le \eta_\text{min} \le \eta_\text{peak}$: no input checks are needed. Up to the end this
@@ -1184,22 +1204,27 @@ print("Visible tests passed.")
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import record
-record("module of lr_schedule (it must be defined in this notebook)", lr_schedule.__module__)
+record("module of lr_schedule (it must be defined in this notebook)", lr_schedule.__module__)  # clause: defined-here
 _sched_cfgs = [(1e-3, 7, 21, 1e-4), (3e-3, 10, 100, 3e-4), (0.5, 0, 12, 0.0), (2.0, 5, 6, 0.5), (1.0, 3, 40, 0.0),
                (6e-4, 20, 50, 6e-5), (0.8, 4, 9, 0.8)]
 for _pk, _w, _tot, _mn in _sched_cfgs:
     _what = f"peak_lr={_pk}, warmup_steps={_w}, total_steps={_tot}, min_lr={_mn}"
     _lrs = [float(lr_schedule(_k, _pk, _w, _tot, _mn)) for _k in range(_tot + 6)]
     if _w > 0:
+        # clause: warmup
         record(f"lr at step 0 ({_what}; the warm-up starts at 0)", _lrs[0], atol=1e-12)
         record(f"lr at steps 0 .. warmup_steps - 1 ({_what}; linear from 0: peak_lr * step / warmup_steps)",
                _lrs[:_w], atol=1e-12, rtol=1e-9)
+    # clause: warmup, decay
     record(f"lr at step = warmup_steps ({_what}; the peak)", _lrs[_w], atol=1e-12, rtol=1e-9)
+    # clause: decay
     record(f"lr at steps warmup_steps .. total_steps ({_what}; half a cosine from peak_lr down to min_lr)",
            _lrs[_w:_tot + 1], atol=1e-12, rtol=1e-9)
     record(f"lr at step = total_steps ({_what}; the floor min_lr)", _lrs[_tot], atol=1e-12, rtol=1e-9)
+    # clause: decay, after-end
     record(f"lr never increases from warmup_steps on ({_what}; a monotone decay, then flat)",
            all(_a >= _b - 1e-12 for _a, _b in zip(_lrs[_w:], _lrs[_w + 1:])))
+    # clause: after-end
     record(f"lr at steps total_steps + 1 .. total_steps + 5 ({_what}; it stays at min_lr)", _lrs[_tot + 1:],
            atol=1e-12, rtol=1e-9)
 ### BEGIN REFERENCE

@@ -23,6 +23,9 @@
 # 5. `bits_per_weight` — what a block format costs, its scales and double quantization included (2 pts)
 #
 # plus one written question (2 pts) that asks for evidence from this notebook's outputs.
+#
+# Define each graded function in its answer cell in this notebook (helpers of your own are fine): the
+# hidden tests check where each one is defined. <!-- clause-all: defined-here -->
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # Setup: on Colab this installs the course; locally `make lab` already did.
@@ -150,12 +153,17 @@ print(f"NF4 + double quant (absmax in 8 bits, one fp32 per 256 absmax): {nf4_dq:
 #
 # ### Exercise 1 — symmetric quantization with $n$ bits (1 point)
 #
-# Write `quantize_symmetric(w, n_bits, alpha=None)` with the formula above: $L = 2^{n-1} - 1$, $\alpha$ = `alpha`
-# or, by default, $\max |w|$ ($\Delta = 1$ when that is 0), $\Delta = \alpha / L$ and
-# $q = \operatorname{clip}(\operatorname{round}(w / \Delta), -L, L)$. Return `(q, delta)`: `q` an `int8` tensor
-# of `w`'s shape, `delta` a Python float. Use `torch.round` (it rounds halves to even: 2.5 -> 2, not 3);
-# do not modify `w`; raise `ValueError` if `n_bits` is not an integer from 2 to 8. Then
-# `dequantize_symmetric(q, delta)` returns $\Delta\, q$ as a `float32` tensor.
+# Write `quantize_symmetric(w, n_bits, alpha=None)` with the formula above: $L = 2^{n-1} - 1$, $\alpha$ = $\max |w|$
+# by default, $\Delta = \alpha / L$ and $q = \operatorname{clip}(\operatorname{round}(w / \Delta), -L, L)$. <!-- clause: value -->
+# When `alpha` is given, use it as $\alpha$: values of `w` beyond $\pm\alpha$ clip to $\pm L$. <!-- clause: given-alpha -->
+# When $\max |w|$ is 0 (an all-zero `w`), use $\Delta = 1$. <!-- clause: zero-input -->
+# Return `(q, delta)`: `q` an `int8` tensor of `w`'s shape, `delta` a Python float. <!-- clause: returns -->
+# `w` may also be `float16` or `bfloat16`: return the same `q` and `delta` as for `w.float()`. <!-- clause: half-precision -->
+# Use `torch.round` (it rounds halves to even: 2.5 -> 2, not 3). <!-- clause: halves-even -->
+# Do not modify `w`. <!-- clause: unchanged-input -->
+# Raise `ValueError` if `n_bits` is not a Python `int` from 2 to 8 (a `float` is refused even when its value is
+# whole). <!-- clause: n-bits-range -->
+# Then `dequantize_symmetric(q, delta)` returns $\Delta\, q$ as a `float32` tensor. <!-- clause: dequantize -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex1_symmetric", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def quantize_symmetric(w, n_bits, alpha=None):
@@ -207,6 +215,7 @@ print("Visible tests passed.")
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import outcome, record
+# clause: defined-here
 record("module of quantize_symmetric (it must be defined in this notebook)", quantize_symmetric.__module__)
 record("module of dequantize_symmetric (it must be defined in this notebook)", dequantize_symmetric.__module__)
 _gen = torch.Generator().manual_seed(11)
@@ -214,26 +223,31 @@ _sym = []
 for _nb in (2, 3, 4, 5, 8):
     _w = torch.randn(300, generator=_gen)
     _q, _d = quantize_symmetric(_w, _nb)
-    record(f"w after quantize_symmetric(w, n_bits={_nb}) (w must not be modified in place)", _w)
+    record(f"w after quantize_symmetric(w, n_bits={_nb}) (w must not be modified in place)", _w)  # clause: unchanged-input
+    # clause: value, returns
     record(f"delta of quantize_symmetric(w of 300 values, n_bits={_nb}) with the default alpha (a Python float)", _d, rtol=1e-6)
     record(f"q of quantize_symmetric(w of 300 values, n_bits={_nb}) with the default alpha (an int8 tensor)", _q)
     _dq = dequantize_symmetric(_q, _d)
-    record(f"dequantize_symmetric(q, delta) for n_bits={_nb} (a float32 tensor)", _dq, atol=1e-7, rtol=1e-5)
+    record(f"dequantize_symmetric(q, delta) for n_bits={_nb} (a float32 tensor)", _dq, atol=1e-7, rtol=1e-5)  # clause: dequantize
     _q2, _d2 = quantize_symmetric(_w, _nb, alpha=0.5)
+    # clause: given-alpha
     record(f"q of quantize_symmetric(w, n_bits={_nb}, alpha=0.5) (values beyond alpha clip)", _q2)
     record(f"delta of quantize_symmetric(w, n_bits={_nb}, alpha=0.5)", _d2, rtol=1e-6)
     _sym.append((_nb, _w, _q, _d, _dq, _q2, _d2))
 _wm = torch.randn(4, 6, generator=_gen)
 for _dt in (torch.float16, torch.bfloat16):
     _q, _d = quantize_symmetric(_wm.to(_dt), 4)
+    # clause: half-precision
     record(f"q of quantize_symmetric(a (4, 6) {_dt} tensor, 4 bits)", _q)
     record(f"delta of quantize_symmetric(a (4, 6) {_dt} tensor, 4 bits)", _d, rtol=1e-6)
 _q, _d = quantize_symmetric(torch.tensor([0.5, 1.5, 2.5, 3.5, -0.5, -1.5, -2.5, 6.5, -6.5]), 4, alpha=7.0)
-record("q of quantize_symmetric([0.5, 1.5, 2.5, 3.5, -0.5, -1.5, -2.5, 6.5, -6.5], 4, alpha=7.0) (halves to even)", _q)
+record("q of quantize_symmetric([0.5, 1.5, 2.5, 3.5, -0.5, -1.5, -2.5, 6.5, -6.5], 4, alpha=7.0) (halves to even)", _q)  # clause: halves-even
 _q, _d = quantize_symmetric(torch.zeros(5), 4)
+# clause: zero-input
 record("q of quantize_symmetric(an all-zero tensor of 5 values, 4 bits)", _q)
 record("delta of quantize_symmetric(an all-zero tensor, 4 bits) (1.0 when max|w| is 0)", _d, rtol=1e-6)
 for _bad in (1, 9, 0, 16, 4.0):
+    # clause: n-bits-range
     record(f"quantize_symmetric(w, n_bits={_bad!r}) (n_bits must be an int in 2..8)", outcome(quantize_symmetric, torch.ones(3), _bad))
 ### BEGIN REFERENCE
 from course_utils.grading import check_true, expect
@@ -307,12 +321,16 @@ print("max |Q(W) - W| over the book's head W:", round(float((dequantize_symmetri
 #
 # Write `blockwise_absmax_quantize(x, blocksize, n_bits=8)`: flatten `x` (row-major), cut it into blocks of
 # `blocksize` consecutive values, give each block its absmax (`float32`) and code every value as
-# $\operatorname{round}(x \cdot L / \text{absmax})$ with $L = 2^{n-1} - 1$, computed in `float32`
-# (`torch.round`: halves to even). A block of zeros has absmax 0 and codes 0; any other absmax, however
-# small, is used as it is (no epsilon). Return `(q, absmax)`: `q` `int8` of `x`'s shape, `absmax` of shape
-# `(x.numel() // blocksize,)`; do not modify `x`. A `blocksize` below 1 or one that does not divide the
-# number of elements is a `ValueError` (`bitsandbytes` pads the last block instead; we keep it simple), and
-# so is an `n_bits` outside 2..8.
+# $\operatorname{round}(x \cdot L / \text{absmax})$ with $L = 2^{n-1} - 1$, computed in `float32`. <!-- clause: value -->
+# `x` may also be `float16` or `bfloat16`: convert it to `float32` first. <!-- clause: half-precision -->
+# Round with `torch.round`, which rounds halves to even. <!-- clause: halves-even -->
+# A block of zeros has absmax 0 and codes 0. <!-- clause: zero-block -->
+# Any other absmax, however small, is used as it is (no epsilon). <!-- clause: tiny-absmax -->
+# Return `(q, absmax)`: `q` `int8` of `x`'s shape, `absmax` of shape `(x.numel() // blocksize,)`. <!-- clause: returns -->
+# Do not modify `x`. <!-- clause: unchanged-input -->
+# A `blocksize` below 1 or one that does not divide the number of elements is a `ValueError` (`bitsandbytes`
+# pads the last block instead; we keep it simple). <!-- clause: blocksize-error -->
+# So is an `n_bits` outside 2..8. <!-- clause: n-bits-range -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_blockwise", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def blockwise_absmax_quantize(x, blocksize, n_bits=8):
@@ -359,13 +377,14 @@ print("Visible tests passed.")
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import outcome, record
-record("module of blockwise_absmax_quantize (it must be defined in this notebook)", blockwise_absmax_quantize.__module__)
+record("module of blockwise_absmax_quantize (it must be defined in this notebook)", blockwise_absmax_quantize.__module__)  # clause: defined-here
 _gen = torch.Generator().manual_seed(21)
 _rows = []
 for (_r, _c) in [(16, 64), (7, 96), (3, 576)]:
     _W = torch.randn(_r, _c, generator=_gen) * torch.rand(_r, 1, generator=_gen) * 3
     _q, _a = blockwise_absmax_quantize(_W, _c)
-    record(f"W after blockwise_absmax_quantize(W of shape ({_r}, {_c}), {_c}) (not modified in place)", _W)
+    record(f"W after blockwise_absmax_quantize(W of shape ({_r}, {_c}), {_c}) (not modified in place)", _W)  # clause: unchanged-input
+    # clause: value, returns
     record(f"q of blockwise_absmax_quantize(W of shape ({_r}, {_c}), blocksize {_c}) (one block per row, 8 bits)", _q)
     record(f"absmax of blockwise_absmax_quantize(W of shape ({_r}, {_c}), blocksize {_c}) (float32, one per row)", _a)
     _rows.append((_r, _c, _W))
@@ -374,6 +393,7 @@ for _nb, _bs in [(4, 32), (3, 8), (8, 16)]:
     _x = torch.randn(2, 3, 32, generator=_gen)
     _x[1, 2, :] = 0.0                              # the last block(s) all zero
     _q, _a = blockwise_absmax_quantize(_x, _bs, n_bits=_nb)
+    # clause: value, zero-block
     record(f"q of blockwise_absmax_quantize(x of shape (2, 3, 32), blocksize {_bs}, n_bits={_nb}) (with all-zero blocks)", _q)
     record(f"absmax of blockwise_absmax_quantize(x of shape (2, 3, 32), blocksize {_bs}, n_bits={_nb})", _a)
     _small.append((_nb, _bs, _x))
@@ -381,20 +401,24 @@ _halves = []
 for _dt in (torch.float16, torch.bfloat16):
     _x = torch.randn(128, generator=_gen).to(_dt)
     _q, _a = blockwise_absmax_quantize(_x, 64)
+    # clause: half-precision
     record(f"q of blockwise_absmax_quantize(a {_dt} tensor of 128 values, 64)", _q)
     record(f"absmax of blockwise_absmax_quantize(a {_dt} tensor of 128 values, 64) (float32)", _a)
     _halves.append((_dt, _x))
 _xh = torch.cat([torch.tensor([127.0]), torch.arange(-126, 126) + 0.5])     # L / absmax = 1: exact halves
 _x7 = torch.cat([torch.tensor([7.0]), torch.arange(-7, 6) + 0.5])
 _q, _a = blockwise_absmax_quantize(_xh, 253)
+# clause: halves-even
 record("q of blockwise_absmax_quantize([127, -125.5, ..., 125.5], 253) (halves to even)", _q)
 _q, _a = blockwise_absmax_quantize(_x7, 14, n_bits=4)
 record("q of blockwise_absmax_quantize([7, -6.5, ..., 5.5], 14, n_bits=4) (halves to even)", _q)
 for _bad in [dict(blocksize=5), dict(blocksize=0), dict(blocksize=64, n_bits=9), dict(blocksize=64, n_bits=1)]:
+    # clause: blocksize-error, n-bits-range
     record(f"blockwise_absmax_quantize(x of 128 values, {_bad})",
            outcome(blockwise_absmax_quantize, torch.randn(128, generator=_gen), **_bad))
 _tiny = torch.tensor([1e-9, -4e-10, 3.0, -1.0])   # block 0: a tiny absmax, not zero (L / absmax, no epsilon)
 _q, _a = blockwise_absmax_quantize(_tiny, 2)
+# clause: tiny-absmax
 record("q of blockwise_absmax_quantize([1e-9, -4e-10, 3, -1], 2) (absmax 1e-9 is not 0: scale L / absmax)", _q)
 ### BEGIN REFERENCE
 from course_utils.grading import expect
@@ -470,14 +494,24 @@ print("midpoints:", [round(v, 4) for v in ((NF4_CODE[1:] + NF4_CODE[:-1]) / 2).t
 # %% [markdown]
 # ### Exercise 3 — an NF4 quantizer, byte for byte (3 points)
 #
+# Write `nf4_quantize(x, blocksize=64)`: flatten `x` (row-major, $n$ values), cut it into blocks of
+# `blocksize` consecutive values and code each block with the four steps above and the `NF4_CODE` table.
 # Return exactly what `bitsandbytes` stores: `packed` (uint8, shape `(n/2,)`; `bitsandbytes`
-# returns the same bytes with shape `(n/2, 1)`) and `absmax` (float32, one per block). Use the
-# `NF4_CODE` table above. Scale exactly as `bitsandbytes` does — multiply by
+# returns the same bytes with shape `(n/2, 1)`) and `absmax` (float32, one per block). <!-- clause: value -->
+# `x` may also be `float16` or `bfloat16`: convert it to `float32` first. <!-- clause: half-precision -->
+# Decide each code as step 3 does, by counting the midpoints strictly below $s_i$: a value exactly on a
+# midpoint takes the lower code. <!-- clause: ties-lower -->
+# Scale exactly as `bitsandbytes` does — multiply by
 # `1 / absmax.clamp(min=1e-38)` (dividing by absmax can differ in the last bit and flip a value
-# that sits on a midpoint) — but *return* the unclamped absmax: an all-zero block has absmax **0**
-# and every value coded as 0.0 (code 7). An odd `blocksize` is a `ValueError` even when it divides the
-# number of elements (a block must fill whole bytes). Do not call `bitsandbytes`: the autograder also runs your
-# function where `bitsandbytes` is not installed, with this notebook's imports and `NF4_CODE`.
+# that sits on a midpoint). <!-- clause: reciprocal-scale -->
+# But *return* the unclamped absmax: an all-zero block has absmax **0**
+# and every value coded as 0.0 (code 7). <!-- clause: zero-block -->
+# Do not modify `x`. <!-- clause: unchanged-input -->
+# Raise `ValueError` unless `blocksize` is an even integer of at least 2 that divides the number of elements:
+# an odd `blocksize` is an error even when it divides the number of elements (a block must fill whole
+# bytes). <!-- clause: blocksize-error -->
+# Do not call `bitsandbytes`: the autograder also runs your
+# function where `bitsandbytes` is not installed, with this notebook's imports and `NF4_CODE`. <!-- clause: no-bitsandbytes -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_nf4", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def nf4_quantize(x, blocksize=64):
@@ -535,7 +569,7 @@ print("Visible tests passed.")
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import outcome, record
-record("module of nf4_quantize (it must be defined in this notebook)", nf4_quantize.__module__)
+record("module of nf4_quantize (it must be defined in this notebook)", nf4_quantize.__module__)  # clause: defined-here
 ### BEGIN PROBE WITHOUT bitsandbytes
 # recorded twice: here, and by the autograder in a kernel where this package is not installed
 import torch
@@ -566,10 +600,12 @@ for _i in range(16):                               # blocks [a, a * m_k and its 
 _cases.append(("midpoints times a random absmax (and their float32 neighbours)", torch.cat(_mb), 64))
 for _name, _xx, _bs in _cases:
     _p, _a = nf4_quantize(_xx, blocksize=_bs)
-    record(f"{_name}: x after nf4_quantize (not modified in place)", _xx)
+    record(f"{_name}: x after nf4_quantize (not modified in place)", _xx)  # clause: unchanged-input, no-bitsandbytes
+    # clause: value, half-precision, ties-lower, reciprocal-scale, zero-block, no-bitsandbytes
     record(f"{_name}: packed bytes of nf4_quantize (uint8, shape (n // 2,))", _p)
     record(f"{_name}: absmax of nf4_quantize (float32, one per block)", _a)
 for _bad in (48, 7, 0):
+    # clause: blocksize-error
     record(f"nf4_quantize(x of 128 values, blocksize={_bad})", outcome(nf4_quantize, torch.randn(128, generator=_gen), blocksize=_bad))
 for _bad in (3, 1, -2):
     record(f"nf4_quantize(x of 96 values, blocksize={_bad}) (odd or < 2, though it divides 96)",
@@ -661,10 +697,14 @@ print("first block (20 bytes):", BLOCK0.tolist())
 # %% [markdown]
 # ### Exercise 4 — decode one Q4_1 block (2 points)
 #
-# Compute in float32 (convert $d$ and $m$ from float16 first) so that your result equals
-# `gguf.quants.dequantize` bit for bit. Hint: `arr.view(np.float16)` reinterprets bytes.
+# Write `decode_q4_1_block(block)`: `block` is one Q4_1 block laid out as in the table above (a NumPy
+# `uint8` array of shape `(20,)`); return its 32 values $x_i = d\,q_i + m$, in element order, as a `float32`
+# NumPy array of shape `(32,)`. Compute in float32 (convert $d$ and $m$ from float16 first) so that your
+# result equals `gguf.quants.dequantize` bit for bit. <!-- clause: value -->
+# Hint: `arr.view(np.float16)` reinterprets bytes.
+# Do not modify `block`. <!-- clause: unchanged-input -->
 # Do not call `gguf` inside your function: the autograder also runs it where `gguf` is not
-# installed, with this notebook's imports only.
+# installed, with this notebook's imports only. <!-- clause: no-gguf -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex4_q4_1", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def decode_q4_1_block(block):
@@ -706,7 +746,7 @@ print("Visible tests passed.")
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import record
-record("module of decode_q4_1_block (it must be defined in this notebook)", decode_q4_1_block.__module__)
+record("module of decode_q4_1_block (it must be defined in this notebook)", decode_q4_1_block.__module__)  # clause: defined-here
 _rng = np.random.default_rng(41)
 _groups = []
 for _t in reader.tensors:
@@ -715,9 +755,9 @@ for _t in reader.tensors:
         _groups.append((f"40 Q4_1 blocks of {_t.name}", [_raw[_i].copy() for _i in _rng.choice(_raw.shape[0], 40, replace=False)]))
 for _what, _blocks in _groups:
     _outs = [decode_q4_1_block(_b) for _b in _blocks]
-    record(f"the {_what} after decode_q4_1_block (not modified in place)", _blocks)
+    record(f"the {_what} after decode_q4_1_block (not modified in place)", _blocks)  # clause: unchanged-input
     # float32 arrays of shape (32,), compared bit for bit (item k of the list: block k)
-    record(f"decode_q4_1_block on each of the {_what}", _outs)
+    record(f"decode_q4_1_block on each of the {_what}", _outs)  # clause: value
 ### BEGIN PROBE WITHOUT gguf
 # recorded twice: here, and by the autograder in a kernel where this package is not installed
 import numpy as np
@@ -729,8 +769,8 @@ _rb[:, 2:4] = (_prng.normal(size=(30, 1)) * 0.05).astype(np.float16).view(np.uin
 _probe_groups = [("30 random Q4_1 blocks", list(_rb))]
 for _what, _blocks in _probe_groups:
     _outs = [decode_q4_1_block(_b) for _b in _blocks]
-    record(f"the {_what} after decode_q4_1_block (not modified in place)", _blocks)
-    record(f"decode_q4_1_block on each of the {_what}", _outs)
+    record(f"the {_what} after decode_q4_1_block (not modified in place)", _blocks)  # clause: unchanged-input, no-gguf
+    record(f"decode_q4_1_block on each of the {_what}", _outs)  # clause: value, no-gguf
 ### END PROBE
 del _outs
 ### BEGIN REFERENCE
@@ -925,9 +965,12 @@ if "nf4" in RESULTS:
 # Write `bits_per_weight(code_bits, blocksize, block_bits, dq_blocksize=None)`: `code_bits` $= b$,
 # `blocksize` $= B$, `block_bits` the list of the bit widths of the numbers stored once per block (`[32]`
 # for `bitsandbytes`' float32 absmax, `[16, 16]` for Q4_1's $d$ and $m$, `[8]` for an absmax quantized to
-# 8 bits, `[]` for none), `dq_blocksize` $= G$ or `None` (no double quantization: no extra term). Return a
-# Python float. Raise `ValueError` if `code_bits` or `blocksize` is below 1, or if `dq_blocksize` is given
-# and below 1. For example NF4 as `bitsandbytes` stores it is `bits_per_weight(4, 64, [32])` = 4.5, and
+# 8 bits, `[]` for none), `dq_blocksize` $= G$ or `None` (no double quantization: no extra term). It
+# returns the bits per weight of the formula above. <!-- clause: value -->
+# The result is a Python float. <!-- clause: returns-float -->
+# Raise `ValueError` if `code_bits` or `blocksize` is below 1, or if `dq_blocksize` is given
+# and below 1. <!-- clause: bad-args -->
+# For example NF4 as `bitsandbytes` stores it is `bits_per_weight(4, 64, [32])` = 4.5, and
 # with double quantization `bits_per_weight(4, 64, [8], 256)` ≈ 4.127 (the QLoRA arithmetic above).
 
 # %% nbgrader={"grade": false, "grade_id": "ex5_bits", "locked": false, "schema_version": 3, "solution": true, "task": false}
@@ -964,14 +1007,15 @@ print("Visible tests passed.")
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import outcome, record
-record("module of bits_per_weight (it must be defined in this notebook)", bits_per_weight.__module__)
+record("module of bits_per_weight (it must be defined in this notebook)", bits_per_weight.__module__)  # clause: defined-here
 _bpw_cases = [(4, 64, [32], None), (4, 32, [16], None), (4, 128, [16, 16], None), (8, 576, [32], None), (8, 1, [32], None),
               (4, 64, [8], 256), (4, 32, [8, 8], 128), (3, 16, [16], 1), (2, 7, [16, 16, 8], None), (5, 1, [], 3), (1, 1, [], None)]
 for _cb, _bs, _bb, _g in _bpw_cases:
     _r = bits_per_weight(_cb, _bs, list(_bb), _g)
-    record(f"type of bits_per_weight({_cb}, {_bs}, {_bb}, {_g}) (a Python float)", type(_r).__name__)
-    record(f"bits_per_weight({_cb}, {_bs}, {_bb}, {_g})", _r, atol=1e-9, dtype=False)
+    record(f"type of bits_per_weight({_cb}, {_bs}, {_bb}, {_g}) (a Python float)", type(_r).__name__)  # clause: returns-float
+    record(f"bits_per_weight({_cb}, {_bs}, {_bb}, {_g})", _r, atol=1e-9, dtype=False)  # clause: value
 for _bad in [(0, 64, [32], None), (4, 0, [32], None), (4, -8, [32], None), (4, 64, [8], 0), (-1, 64, [8], 256)]:
+    # clause: bad-args
     record(f"bits_per_weight{_bad} (code_bits, blocksize and a given dq_blocksize must be >= 1)", outcome(bits_per_weight, *_bad))
 ### BEGIN REFERENCE
 from course_utils.grading import expect

@@ -29,6 +29,9 @@
 #    and the size of the first update it predicts (1 + 1 pts)
 #
 # plus one written question (2 pts) that asks for evidence from this notebook's outputs.
+#
+# Define each graded function or class in its answer cell in this notebook (helpers of your own are fine):
+# the hidden tests check where each one is defined. <!-- clause-all: defined-here -->
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # Setup: on Colab this installs the course; locally `make lab` already did.
@@ -207,15 +210,21 @@ assert abs(q_int4(w).item() - 1.2 / 7) < 1e-12 and abs((q_int4(w) - w).item() - 
 # ### Exercise 1 — a LoRA linear layer from scratch (1 + 2 points)
 #
 # Complete `LoRALinear(base, r=8, alpha=16)`. Store the parameters as `nn.Parameter`s `A` (shape
-# `(r, in_features)`) and `B` (shape `(out_features, r)`), in the dtype and on the device of the base
-# weight, and the float `scaling = alpha / r`. Initialise `A` exactly like the weight of
-# `nn.Linear(in_features, r)` (`nn.init.kaiming_uniform_(A, a=math.sqrt(5))`) and `B` to zeros.
-# Keep the layer given as `self.base` (the same object, not a copy) and freeze it: its weight and
-# bias get `requires_grad = False`, their values unchanged; `A` and `B` are the only trainable
-# parameters. `forward(x) = base(x) + scaling * x @ A.T @ B.T` for `x` of shape `(..., in_features)`
+# `(r, in_features)`) and `B` (shape `(out_features, r)`). <!-- clause: parameters -->
+# Give them the dtype and the device of the base weight. <!-- clause: base-dtype -->
+# Store the float `scaling = alpha / r`. <!-- clause: scaling -->
+# Initialise `A` exactly like the weight of `nn.Linear(in_features, r)`
+# (`nn.init.kaiming_uniform_(A, a=math.sqrt(5))`). <!-- clause: init-a -->
+# Initialise `B` to zeros, so that at initialisation the layer's output equals the base layer's. <!-- clause: init-b -->
+# Keep the layer given as `self.base` (the same object, not a copy). <!-- clause: same-base -->
+# Freeze it: its weight and bias get `requires_grad = False`, and `A` and `B` are the only trainable
+# parameters. <!-- clause: frozen -->
+# Leave the values of the base weight and bias unchanged. <!-- clause: unchanged-base -->
+# `forward(x) = base(x) + scaling * x @ A.T @ B.T` for `x` of shape `(..., in_features)`
 # (any number of leading dimensions); `merged_weight()` returns $W + \text{scaling}\cdot BA$, shape
 # `(out_features, in_features)`. Raise `ValueError` if `base` is not an `nn.Linear`, if `r` is not an
-# int $\ge 1$, or if `alpha` $\le 0$. Do not use `peft` here.
+# `int` $\ge 1$ (a `float` is refused), or if `alpha` $\le 0$. <!-- clause: bad-args -->
+# Do not use `peft` here.
 
 # %% nbgrader={"grade": false, "grade_id": "ex1_lora_linear", "locked": false, "schema_version": 3, "solution": true, "task": false}
 class LoRALinear(nn.Module):
@@ -295,21 +304,22 @@ except ValueError:
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import outcome, record
-record("module of LoRALinear (it must be defined in this notebook)", LoRALinear.__module__)
+record("module of LoRALinear (it must be defined in this notebook)", LoRALinear.__module__)  # clause: defined-here
 torch.manual_seed(1)
 _lin = nn.Linear(300, 50, bias=True)
 _x = torch.randn(4, 300, generator=torch.Generator().manual_seed(2))
 _layer = LoRALinear(_lin, r=16, alpha=8)
-record("type of A and of B (nn.Parameter)", [type(_layer.A).__name__, type(_layer.B).__name__])
-record("shape of A (r=16, in=300)", list(_layer.A.shape))
-record("dtype of A (the base weight's)", str(_layer.A.dtype))
-record("B at init (zeros of shape (out=50, r=16))", _layer.B.detach().clone())
-record("scaling = alpha / r (r=16, alpha=8)", _layer.scaling, atol=1e-12)
-record("requires_grad of the base weight and bias (frozen)", [_lin.weight.requires_grad, _lin.bias.requires_grad])
+record("type of A and of B (nn.Parameter)", [type(_layer.A).__name__, type(_layer.B).__name__])  # clause: parameters
+record("shape of A (r=16, in=300)", list(_layer.A.shape))  # clause: parameters
+record("dtype of A (the base weight's)", str(_layer.A.dtype))  # clause: base-dtype
+record("B at init (zeros of shape (out=50, r=16))", _layer.B.detach().clone())  # clause: init-b, parameters
+record("scaling = alpha / r (r=16, alpha=8)", _layer.scaling, atol=1e-12)  # clause: scaling
+record("requires_grad of the base weight and bias (frozen)", [_lin.weight.requires_grad, _lin.bias.requires_grad])  # clause: frozen
+# clause: unchanged-base
 record("base weight after LoRALinear(base) (values unchanged)", _lin.weight.detach().clone())
 record("base bias after LoRALinear(base) (values unchanged)", _lin.bias.detach().clone())
-record("names of the trainable parameters", sorted(n for n, p_ in _layer.named_parameters() if p_.requires_grad))
-record("LoRALinear(x) at init (r=16, alpha=8): equals the base layer", _layer(_x), atol=1e-6)
+record("names of the trainable parameters", sorted(n for n, p_ in _layer.named_parameters() if p_.requires_grad))  # clause: frozen
+record("LoRALinear(x) at init (r=16, alpha=8): equals the base layer", _layer(_x), atol=1e-6)  # clause: init-b
 # A ~ U(-1/sqrt(in), 1/sqrt(in)) (Kaiming-uniform, a=sqrt(5)): counts of A / bound in 10 equal bins
 # of [-1, 1], plus two bins for values outside the range (probability 0)
 _bound = 1 / math.sqrt(300)
@@ -318,23 +328,24 @@ _edges = torch.linspace(-1, 1, 11, dtype=torch.float64)
 _edges[0], _edges[-1] = -1 - 1e-6, 1 + 1e-6
 _counts = [int((_u < _edges[0]).sum())] + [int(((_u >= lo) & (_u < hi)).sum()) for lo, hi in zip(_edges[:-1], _edges[1:])] \
     + [int((_u >= _edges[-1]).sum())]
-record("counts of A / (1/sqrt(in)) in: below -1, 10 bins of [-1, 1], above 1 (r=16, in=300)",
+record("counts of A / (1/sqrt(in)) in: below -1, 10 bins of [-1, 1], above 1 (r=16, in=300)",  # clause: init-a
        np.array(_counts, dtype=np.int64), pvalue=1e-3)
 # self.base is the layer given (the same object): a change made to it afterwards shows in the output
 with torch.no_grad():
     _lin.weight.mul_(-2.0)
     _lin.bias.add_(0.5)
-record("LoRALinear(x) after the base layer given was changed in place (self.base must be that layer, not a copy)",
+record("LoRALinear(x) after the base layer given was changed in place (self.base must be that layer, not a copy)",  # clause: same-base
        _layer(_x), atol=1e-6)
 for _dt, _tol in ((torch.float64, 1e-12), (torch.bfloat16, 1e-2)):
     torch.manual_seed(3)
     _base = nn.Linear(8, 3).to(_dt)
     _x2 = torch.randn(2, 8, generator=torch.Generator().manual_seed(4), dtype=torch.float64).to(_dt)
     _l2 = LoRALinear(_base, r=2, alpha=2)
-    record(f"dtype of A with a {_dt} base", str(_l2.A.dtype))
-    record(f"B at init with a {_dt} base", _l2.B.detach().clone())
-    record(f"LoRALinear(x) at init with a {_dt} base (a {_dt} output)", _l2(_x2), atol=_tol, rtol=_tol)
+    record(f"dtype of A with a {_dt} base", str(_l2.A.dtype))  # clause: base-dtype
+    record(f"B at init with a {_dt} base", _l2.B.detach().clone())  # clause: base-dtype, init-b
+    record(f"LoRALinear(x) at init with a {_dt} base (a {_dt} output)", _l2(_x2), atol=_tol, rtol=_tol)  # clause: base-dtype, init-b
 for _bad in (dict(r=-1), dict(r=0), dict(r=2.0), dict(r=2, alpha=0), dict(r=2, alpha=-1.0)):
+    # clause: bad-args
     record(f"LoRALinear(nn.Linear(6, 4), **{_bad}) (must raise ValueError)", outcome(LoRALinear, nn.Linear(6, 4), **_bad))
 record("LoRALinear(nn.Conv1d(2, 2, 1), r=2) (not an nn.Linear: must raise ValueError)",
        outcome(LoRALinear, nn.Conv1d(2, 2, 1), r=2))
@@ -371,6 +382,16 @@ del _ref_lin, _lin_ref
 del _lin, _x, _layer, _bound, _u, _edges, _counts, _l2, _base, _x2, _dt, _tol, _bad
 ### END HIDDEN TESTS
 
+# %% [markdown]
+# #### Exercise 1 (b) — output and merged weight equal to `peft`'s (2 points)
+#
+# The next test puts trained values in `A` and `B` and compares your layer with `peft`'s.
+# `forward(x)` returns `base(x) + scaling * x @ A.T @ B.T`, also for an `x` with several leading
+# dimensions (batch and sequence). <!-- clause: forward -->
+# `merged_weight()` returns $W + \text{scaling}\cdot BA$. <!-- clause: merged-weight -->
+# The gradients that `forward(x).sum().backward()` leaves in `A.grad` and `B.grad` must be `peft`'s as well:
+# compute the output from the parameters `A` and `B` themselves, with operations autograd can follow. <!-- clause: gradients -->
+
 # %% nbgrader={"grade": true, "grade_id": "test_ex1_lora_vs_peft", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 torch.manual_seed(0)
 _lin = nn.Linear(5, 3)
@@ -397,9 +418,10 @@ for _r, _alpha, _bias in _cases:
     with torch.no_grad():
         _mine.A.copy_(_A); _mine.B.copy_(_B)
     _out = _mine(_x)
-    record(f"forward (r={_r}, alpha={_alpha}, bias={_bias}), 3-D input", _out, atol=1e-5)
-    record(f"merged_weight (r={_r}, alpha={_alpha}, bias={_bias})", _mine.merged_weight(), atol=1e-6)
+    record(f"forward (r={_r}, alpha={_alpha}, bias={_bias}), 3-D input", _out, atol=1e-5)  # clause: forward
+    record(f"merged_weight (r={_r}, alpha={_alpha}, bias={_bias})", _mine.merged_weight(), atol=1e-6)  # clause: merged-weight
     _out.sum().backward()
+    # clause: gradients
     record(f"A.grad after forward(x).sum().backward() (r={_r}, alpha={_alpha})", _mine.A.grad, atol=1e-4, rtol=1e-5)
     record(f"B.grad after forward(x).sum().backward() (r={_r}, alpha={_alpha})", _mine.B.grad, atol=1e-4, rtol=1e-5)
 ### BEGIN REFERENCE
@@ -454,11 +476,16 @@ del _cases, _ins, _r, _alpha, _bias, _lin, _g, _A, _B, _x, _mine, _out
 # Complete `masked_lm_loss(logits, input_ids, prompt_lengths, attention_mask=None)`: `logits` of shape
 # `(B, T, V)`, `input_ids` `(B, T)` (prompt, response, right padding), `prompt_lengths` $B$ ints (a list
 # or a 1-D tensor), `attention_mask` `(B, T)` with 1 on real tokens and 0 on padding, or `None` for no
-# padding. Return the float32 scalar mean of $-\log p(\text{token})$ over every target token of the
-# batch (the formula above; padding is never a target), computed in float32 even for float16 or
-# bfloat16 logits, and numerically stable (a logit far ahead of the target's must give a finite loss).
-# Leave the inputs unchanged. Raise `ValueError` if a prompt length is negative or leaves a row with
-# no response token.
+# padding. <!-- clause: inputs -->
+# Return the float32 scalar mean of $-\log p(\text{token})$ over every target token of the
+# batch (the formula above; padding is never a target). <!-- clause: value -->
+# A prompt length may be 0 (every token after the first is then a target) or leave a single response
+# token in its row. <!-- clause: edge-lengths -->
+# Compute in float32 even for float16 or bfloat16 logits. <!-- clause: half-precision -->
+# Be numerically stable: a logit far ahead of the target's must give a finite loss. <!-- clause: stable -->
+# Leave the inputs unchanged. <!-- clause: unchanged-input -->
+# Raise `ValueError` if a prompt length is negative or leaves a row with
+# no response token. <!-- clause: bad-lengths -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_masked_loss", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def masked_lm_loss(logits, input_ids, prompt_lengths, attention_mask=None):
@@ -510,7 +537,7 @@ check_close("masked_lm_loss with a logit far ahead of the target's (-log p = 200
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import outcome, record
-record("module of masked_lm_loss (it must be defined in this notebook)", masked_lm_loss.__module__)
+record("module of masked_lm_loss (it must be defined in this notebook)", masked_lm_loss.__module__)  # clause: defined-here
 torch.manual_seed(3)
 _V = 11
 _ids = torch.randint(0, _V, (3, 9))
@@ -519,27 +546,30 @@ _plen = [3, 1, 2]
 _ids[_mask == 0] = 0                                               # pad id
 _logits = torch.randn(3, 9, _V)
 _got = masked_lm_loss(_logits, _ids, _plen, _mask)
+# clause: unchanged-input
 record("input_ids after masked_lm_loss (inputs left unchanged)", _ids)
 record("logits after masked_lm_loss (inputs left unchanged)", _logits)
 record("attention_mask after masked_lm_loss (inputs left unchanged)", _mask)
-record("loss: 3 rows, prompt lengths [3, 1, 2], lengths [9, 6, 4] (a float32 scalar)", _got, atol=1e-5)
-record("loss with prompt lengths as a tensor", masked_lm_loss(_logits, _ids, torch.tensor(_plen), _mask), atol=1e-5)
-record("loss with bfloat16 logits (computed in float32: a float32 scalar)",
+record("loss: 3 rows, prompt lengths [3, 1, 2], lengths [9, 6, 4] (a float32 scalar)", _got, atol=1e-5)  # clause: value
+record("loss with prompt lengths as a tensor", masked_lm_loss(_logits, _ids, torch.tensor(_plen), _mask), atol=1e-5)  # clause: inputs
+record("loss with bfloat16 logits (computed in float32: a float32 scalar)",  # clause: half-precision
        masked_lm_loss(_logits.bfloat16(), _ids, _plen, _mask), atol=1e-4)
-record("loss without attention_mask (no padding), prompt lengths [2, 2, 2]", masked_lm_loss(_logits, _ids, [2, 2, 2]),
+record("loss without attention_mask (no padding), prompt lengths [2, 2, 2]", masked_lm_loss(_logits, _ids, [2, 2, 2]),  # clause: inputs
        atol=1e-5)
-record("loss with a prompt length of 0 (row 0: every token after the first is a target)",
+record("loss with a prompt length of 0 (row 0: every token after the first is a target)",  # clause: edge-lengths
        masked_lm_loss(_logits, _ids, [0, 1, 2], _mask), atol=1e-5)
 for _bad in ([-1, 1, 1], [3, 6, 2]):
+    # clause: bad-lengths
     record(f"masked_lm_loss with prompt_lengths={_bad} (lengths 9, 6, 4: must raise ValueError)",
            outcome(masked_lm_loss, _logits, _ids, _bad, _mask))
-record("loss with prompt lengths [8, 5, 3] (lengths 9, 6, 4: one response token per row)",
+record("loss with prompt lengths [8, 5, 3] (lengths 9, 6, 4: one response token per row)",  # clause: edge-lengths
        masked_lm_loss(_logits, _ids, [8, 5, 3], _mask), atol=1e-5)
-record("masked_lm_loss without attention_mask, prompt_lengths=[2, 9, 2] (T = 9: must raise ValueError)",
+record("masked_lm_loss without attention_mask, prompt_lengths=[2, 9, 2] (T = 9: must raise ValueError)",  # clause: bad-lengths
        outcome(masked_lm_loss, _logits, _ids, [2, 9, 2]))
-record("loss with float16 logits (computed in float32: a float32 scalar)",
+record("loss with float16 logits (computed in float32: a float32 scalar)",  # clause: half-precision
        masked_lm_loss(_logits.half(), _ids, _plen, _mask), atol=1e-3)
 _big = _logits * 300.0                                               # logits far apart: log(softmax) underflows to -inf
+# clause: stable
 record("loss with logits scaled by 300 (finite: log_softmax, not log(softmax))", masked_lm_loss(_big, _ids, _plen, _mask),
        rtol=1e-5)
 ### BEGIN REFERENCE
@@ -581,9 +611,10 @@ del _V, _ids, _mask, _plen, _logits, _got, _bad, _big
 # %% [markdown]
 # ### Exercise 3 — what is trainable? (1 point)
 #
-# Return `(trainable, total)` as two ints: the number of parameters with `requires_grad=True` and the number
-# of all parameters of `model`, each shared (tied) tensor counted once — what `peft`'s
-# `print_trainable_parameters()` reports for an unquantized model.
+# Complete `count_trainable(model)`. Return `(trainable, total)` as two ints: the number of parameters with
+# `requires_grad=True` and the number of all parameters of `model` — what `peft`'s
+# `print_trainable_parameters()` reports for an unquantized model. <!-- clause: value -->
+# Count each shared (tied) tensor once. <!-- clause: tied-once -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_count_trainable", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def count_trainable(model):
@@ -603,12 +634,12 @@ check_equal("count_trainable (first weight frozen)", tuple(count_trainable(_m)),
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import record
 from transformers import LlamaConfig, LlamaForCausalLM
-record("module of count_trainable (it must be defined in this notebook)", count_trainable.__module__)
+record("module of count_trainable (it must be defined in this notebook)", count_trainable.__module__)  # clause: defined-here
 torch.manual_seed(0)
 _tiny = LlamaForCausalLM(LlamaConfig(vocab_size=50, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
                                      num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=True))
 _pm = get_peft_model(_tiny, LoraConfig(r=3, lora_alpha=6, target_modules=["q_proj", "down_proj"]))
-record("count_trainable of a peft model (LoRA r=3 on q_proj, down_proj; tied embeddings)",
+record("count_trainable of a peft model (LoRA r=3 on q_proj, down_proj; tied embeddings)",  # clause: value, tied-once
        tuple(int(v) for v in count_trainable(_pm)))
 ### BEGIN REFERENCE
 from course_utils.grading import expect
@@ -1423,7 +1454,7 @@ if not SKIP_RUNS:
 # $\alpha/\sqrt r$ with `use_rslora=True` (rsLoRA).
 #
 # (a) Complete `lora_scaling(alpha, r, rslora=False)`: return the scaling factor `peft` uses, as a
-# float — $\alpha/r$ when `rslora` is false, $\alpha/\sqrt r$ when it is true.
+# float — $\alpha/r$ when `rslora` is false, $\alpha/\sqrt r$ when it is true. <!-- clause: value -->
 #
 # (b) Predict how the **first AdamW update** of the adapted weights, $\lVert s\,B_1A\rVert_F$ with $s$
 # the scaling factor, depends on the rank at a fixed $\alpha$ and learning rate. Use two facts:
@@ -1462,9 +1493,10 @@ check_close("lora_scaling(16, 4, rslora=True) (alpha / sqrt(r))", lora_scaling(1
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import record
-record("module of lora_scaling (it must be defined in this notebook)", lora_scaling.__module__)
+record("module of lora_scaling (it must be defined in this notebook)", lora_scaling.__module__)  # clause: defined-here
 _cases = [(16, 1), (16, 64), (8, 16), (32, 3), (1, 2)]
 for _a, _r in _cases:
+    # clause: value
     record(f"lora_scaling({_a}, {_r}) (standard LoRA)", float(lora_scaling(_a, _r)), atol=1e-9, dtype=False)
     record(f"lora_scaling({_a}, {_r}, rslora=True)", float(lora_scaling(_a, _r, rslora=True)), atol=1e-9, dtype=False)
 ### BEGIN REFERENCE
@@ -1480,6 +1512,12 @@ del _pm, _rs
 del _cases, _a, _r
 ### END HIDDEN TESTS
 
+# %% [markdown]
+# #### Exercise 4 (b) — the exponent of the first update (1 point)
+#
+# The next test grades part (b): `first_update_exponent(rslora)` returns, as a number, the exponent $p$
+# predicted above — for $\alpha/r$ when `rslora` is false, for $\alpha/\sqrt r$ when it is true. <!-- clause: exponent -->
+
 # %% nbgrader={"grade": true, "grade_id": "test_ex4_exponent", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 check_true(isinstance(first_update_exponent(False), (int, float)), "first_update_exponent must return a number")
 check_close("first_update_exponent(True) - first_update_exponent(False) (the two factors differ by sqrt(r))",
@@ -1487,7 +1525,8 @@ check_close("first_update_exponent(True) - first_update_exponent(False) (the two
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import record
-record("module of first_update_exponent (it must be defined in this notebook)", first_update_exponent.__module__)
+record("module of first_update_exponent (it must be defined in this notebook)", first_update_exponent.__module__)  # clause: defined-here
+# clause: exponent
 record("first_update_exponent(rslora=False) (alpha / r)", float(first_update_exponent(False)), atol=1e-9, dtype=False)
 record("first_update_exponent(rslora=True) (alpha / sqrt(r))", float(first_update_exponent(True)), atol=1e-9, dtype=False)
 ### BEGIN REFERENCE

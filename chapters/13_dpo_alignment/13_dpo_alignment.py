@@ -25,6 +25,9 @@
 #
 # plus one written question (3 pts) that asks for evidence from this notebook's outputs.
 #
+# Define each graded function in its answer cell in this notebook (helpers of your own are fine):
+# the hidden tests check where each one is defined. <!-- clause-all: defined-here -->
+#
 # Models: a tiny random Llama (for the exact comparisons with TRL's DPO and GRPO losses) and
 # `HuggingFaceTB/SmolLM2-135M-Instruct` (the DPO run, a GRPO run with a verifiable arithmetic reward,
 # and the judge).
@@ -168,20 +171,33 @@ for name, pairs in [("familiar (file)", HELDOUT_PAIRS), ("unseen (new)", HELDOUT
 # %% [markdown]
 # ### Exercise 1 — summed completion log-probabilities (2 points)
 #
-# Implement `sequence_logprobs`. Use `torch.log_softmax` on float32 logits (upcast 16-bit ones)
-# and `gather`, not `torch.log(torch.softmax(...))`: when one logit is far ahead, the other tokens'
-# probabilities underflow to 0 in float32 and their log becomes `-inf`, where `log_softmax` gives the
-# finite value. Keep only the completion positions by *selecting* them (`torch.where`, or boolean
-# indexing), not by multiplying by the mask: a token the model rules out (log-probability `-inf`,
-# e.g. a masked vocabulary entry) in the prompt or the padding gives `0 * (-inf) = nan` in a
-# product, while it must contribute nothing. Do not call a library DPO helper.
+# Implement `sequence_logprobs(logits, input_ids, completion_mask)`: for each row $b$, return the
+# **sum** of $\log\operatorname{softmax}(\texttt{logits}[b, t-1])[\texttt{input\_ids}[b, t]]$ over the
+# positions $t \ge 1$ where `completion_mask[b, t]` is 1; prompt and padding positions, before or
+# after the completion, are left out. <!-- clause: value -->
 #
-# The contract: `logits` $(B, T, V)$, `input_ids` and `completion_mask` $(B, T)$ (mask 1 or `True`
-# on completion tokens); return a float32 tensor $(B,)$ (float32 also for float64 or 16-bit logits);
-# position 0 is never scored, even when `completion_mask[:, 0]` is 1 (a prompt of length 0); the inputs
-# are left unchanged; raise `ValueError` if the shapes do not match (logits not 3-D, or a different
-# $B$ or $T$) or if any row has no completion token at positions $t \ge 1$, even when the other rows
-# have one.
+# Use `torch.log_softmax` on float32 logits (upcast 16-bit ones) and `gather`, not
+# `torch.log(torch.softmax(...))`: when one logit is far ahead, the other tokens' probabilities
+# underflow to 0 in float32 and their log becomes `-inf`, where `log_softmax` gives the finite value. <!-- clause: log-softmax -->
+# Keep only the completion positions by *selecting* them (`torch.where`,
+# or boolean indexing), not by multiplying by the mask: a token the model rules out (log-probability
+# `-inf`, e.g. a masked vocabulary entry) in the prompt or the padding gives `0 * (-inf) = nan` in a
+# product, while it must contribute nothing. <!-- clause: select-not-multiply --> Do not call a
+# library DPO helper.
+#
+# The contract:
+#
+# * `logits` is $(B, T, V)$, `input_ids` and `completion_mask` are $(B, T)$; the mask is 1 (or `True`)
+#   on completion tokens and 0 (or `False`) elsewhere: accept a bool mask as well as an integer one. <!-- clause: bool-mask -->
+# * Return a float32 tensor of shape $(B,)$, float32 also for float64 or 16-bit (float16, bfloat16)
+#   logits. <!-- clause: float32-result -->
+# * Position 0 is never scored (no logits come before it), even when `completion_mask[:, 0]` is 1 (a
+#   prompt of length 0). <!-- clause: position-zero -->
+# * Leave the inputs unchanged. <!-- clause: unchanged-input -->
+# * Raise `ValueError` if the shapes do not match: `logits` not 3-D, or `logits`, `input_ids` and
+#   `completion_mask` with a different $B$ or $T$. <!-- clause: shape-error -->
+# * Raise `ValueError` if any row has no completion token at positions $t \ge 1$ (a mask of zeros, or
+#   one that is 1 at position 0 only), even when the other rows have one. <!-- clause: empty-completion-error -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex1_sequence_logprobs", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def sequence_logprobs(logits, input_ids, completion_mask):
@@ -242,7 +258,7 @@ del _lp, _expected0, _lg
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import outcome, record
-record("module of sequence_logprobs (it must be defined in this notebook)", sequence_logprobs.__module__)
+record("module of sequence_logprobs (it must be defined in this notebook)", sequence_logprobs.__module__)  # clause: defined-here
 _g = torch.Generator().manual_seed(7)
 _logits = 3 * torch.randn(4, 9, 11, generator=_g)
 _ids = torch.randint(0, 11, (4, 9), generator=_g)
@@ -251,42 +267,52 @@ _mask = torch.tensor([[0, 0, 0, 1, 1, 1, 0, 0, 0],      # trailing padding
                       [0, 0, 0, 0, 0, 0, 0, 1, 0],      # one completion token
                       [0, 0, 1, 1, 1, 1, 1, 0, 0]])
 _out = sequence_logprobs(_logits, _ids, _mask)
+# clause: value, float32-result
 record("sequence_logprobs on 4 rows with padding after the completion (a float32 (4,) tensor)", _out, atol=1e-4, rtol=1e-5)
+# clause: unchanged-input
 record("logits after sequence_logprobs (inputs left unchanged)", _logits)
 record("input_ids after sequence_logprobs (inputs left unchanged)", _ids)
 record("completion_mask after sequence_logprobs (inputs left unchanged)", _mask)
 _outb = sequence_logprobs(_logits.to(torch.bfloat16), _ids, _mask.bool())
-record("sequence_logprobs with bfloat16 logits and a bool mask (a float32 result)", _outb, atol=1e-3, rtol=1e-5)
+record("sequence_logprobs with bfloat16 logits and a bool mask (a float32 result)", _outb, atol=1e-3, rtol=1e-5)  # clause: bool-mask, float32-result
 _bad_masks = {"completion token at position 0 only": torch.tensor([[1, 0, 0, 0, 0, 0, 0, 0, 0]] * 4),
               "all zeros": torch.zeros(4, 9, dtype=torch.long)}
 for _what, _bad_mask in _bad_masks.items():
+    # clause: empty-completion-error
     record(f"sequence_logprobs with an empty completion ({_what}): must raise ValueError",
            outcome(sequence_logprobs, _logits, _ids, _bad_mask))
+# clause: shape-error
 record("sequence_logprobs with completion_mask of batch 3, input_ids of batch 4: must raise ValueError",
        outcome(sequence_logprobs, _logits, _ids, _mask[:3]))
 _lg_inf = _logits.clone()
 _lg_inf[0, 0, _ids[0, 1]] = float("-inf")      # the prompt token at position 1 of row 0 is ruled out by the model
 _lg_inf[3, 7, _ids[3, 8]] = float("-inf")      # and so is the padding token at position 8 of row 3
+# clause: select-not-multiply
 record("sequence_logprobs when a prompt or padding token has log-probability -inf (it must not contribute: "
        "select, do not multiply by the mask)", sequence_logprobs(_lg_inf, _ids, _mask), atol=1e-4, rtol=1e-5)
 _mask0 = torch.tensor([[1, 1, 1, 1, 1, 1, 1, 1, 1],      # prompt of length 0, no padding
                        [1, 1, 1, 1, 0, 0, 0, 0, 0],      # prompt of length 0, then padding
                        [0, 0, 1, 1, 1, 1, 1, 1, 1],
                        [1, 1, 0, 0, 0, 0, 0, 0, 0]])     # prompt of length 0, a completion of 2 tokens
+# clause: position-zero
 record("sequence_logprobs with completion_mask[:, 0] == 1 in rows 0, 1, 3 (a prompt of length 0: position 0 is "
        "not scored)", sequence_logprobs(_logits, _ids, _mask0), atol=1e-4, rtol=1e-5)
 _far = _logits.clone()
 _far[:, :, 0] = 150.0                           # token 0 is about 150 nats ahead at every position
+# clause: log-softmax
 record("sequence_logprobs when logit 0 is 150 ahead (log_softmax: finite; log(softmax) underflows to -inf)",
        sequence_logprobs(_far, _ids, _mask), atol=1e-4, rtol=1e-5)
+# clause: float32-result
 record("sequence_logprobs with float64 logits (a float32 result)", sequence_logprobs(_logits.double(), _ids, _mask),
        atol=1e-4, rtol=1e-5)
+# clause: float32-result, log-softmax
 record("sequence_logprobs with float16 logits, logit 0 150 ahead (computed in float32)",
        sequence_logprobs(_far.half(), _ids, _mask), atol=1e-2, rtol=1e-5)
 _one_empty = _mask.clone()
 _one_empty[2] = torch.tensor([1, 0, 0, 0, 0, 0, 0, 0, 0])
 record("sequence_logprobs when only row 2 has an empty completion (the others have one): must raise ValueError",
-       outcome(sequence_logprobs, _logits, _ids, _one_empty))
+       outcome(sequence_logprobs, _logits, _ids, _one_empty))  # clause: empty-completion-error
+# clause: shape-error
 record("sequence_logprobs with logits (4, 10, 11), input_ids and completion_mask (4, 9): must raise ValueError",
        outcome(sequence_logprobs, torch.cat([_logits, _logits[:, :1]], 1), _ids, _mask))
 record("sequence_logprobs with logits (4, 9, 11), input_ids (4, 9), completion_mask (4, 8): must raise ValueError",
@@ -333,14 +359,26 @@ del _g, _logits, _ids, _mask, _out, _outb, _bad_masks, _what, _bad_mask, _lg_inf
 # %% [markdown]
 # ### Exercise 2 — DPO loss, implicit rewards, margins (2 points)
 #
-# Implement `dpo_loss` from the four per-pair log-probabilities, each a $(B,)$ tensor of summed
-# completion log-probabilities. Return `(loss, chosen_rewards, rejected_rewards, margins)` in the
-# inputs' dtype: `chosen_rewards` $= \beta(\texttt{policy\_chosen} - \texttt{ref\_chosen})$,
-# `rejected_rewards` likewise, `margins` their difference, all $(B,)$, and `loss` the batch **mean** of
-# $-\log\sigma(\text{margin})$ as a 0-dim tensor (not a Python float; use `F.logsigmoid`, finite for
-# large margins of either sign). Leave the inputs unchanged; raise `ValueError` if `beta` $\le 0$ or if
-# the four inputs are not all 1-D of the same shape (no broadcasting: a $(1,)$ or $(B, 1)$ input is an
-# error too). Do not call `trl`'s loss functions.
+# Implement `dpo_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta=0.1)` from the
+# four per-pair log-probabilities, each a $(B,)$ tensor of summed completion log-probabilities. Return
+# `(loss, chosen_rewards, rejected_rewards, margins)`:
+#
+# * `chosen_rewards` $= \beta(\texttt{policy\_chosen} - \texttt{ref\_chosen})$ and `rejected_rewards`
+#   $= \beta(\texttt{policy\_rejected} - \texttt{ref\_rejected})$, both $(B,)$, with `beta=0.1` when
+#   it is not given. <!-- clause: rewards -->
+# * `margins` $=$ `chosen_rewards` $-$ `rejected_rewards`, $(B,)$. <!-- clause: margins -->
+# * `loss` is the batch **mean** of $-\log\sigma(\text{margin})$. <!-- clause: loss-mean --> Return
+#   it as a 0-dim tensor, not a Python float. <!-- clause: zero-dim -->
+# * All four outputs are tensors in the inputs' dtype (float64 inputs give float64 outputs). <!-- clause: keeps-dtype -->
+# * Use `F.logsigmoid`: the loss must stay finite and accurate for huge margins of either sign (about
+#   $-\text{margin}$ for a very negative margin, about 0 for a very positive one). <!-- clause: stable-logsigmoid -->
+# * Leave the inputs unchanged. <!-- clause: unchanged-input -->
+# * Raise `ValueError` if `beta` $\le 0$. <!-- clause: beta-positive -->
+# * Raise `ValueError` if the four inputs do not all have the same shape, with no broadcasting: a
+#   $(1,)$ input next to $(B,)$ ones, or inputs with different $B$, are errors. <!-- clause: same-shape -->
+# * Raise `ValueError` if the inputs are not 1-D (all four $(B, 1)$, or all four 0-dim). <!-- clause: one-dim -->
+#
+# Do not call `trl`'s loss functions.
 
 # %% nbgrader={"grade": false, "grade_id": "ex2_dpo_loss", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def dpo_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta=0.1):
@@ -386,39 +424,46 @@ check_close("DPO loss for a margin of -200 (-log sigmoid(-200) = 200: F.logsigmo
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import outcome, record
-record("module of dpo_loss (it must be defined in this notebook)", dpo_loss.__module__)
+record("module of dpo_loss (it must be defined in this notebook)", dpo_loss.__module__)  # clause: defined-here
 _g = torch.Generator().manual_seed(3)
 _pc, _pr, _rc0, _rr0 = (-30 * torch.rand(6, generator=_g, dtype=torch.float64) for _ in range(4))
 _beta = 0.37
 _loss, _rc, _rr, _m = dpo_loss(_pc, _pr, _rc0, _rr0, beta=_beta)
-record("DPO loss, 6 pairs, beta 0.37 (a 0-dim tensor)", _loss, atol=1e-9, rtol=1e-5)
-record("chosen rewards, 6 pairs, beta 0.37", _rc, atol=1e-9, rtol=1e-5)
-record("rejected rewards, 6 pairs, beta 0.37", _rr, atol=1e-9, rtol=1e-5)
-record("margins, 6 pairs, beta 0.37", _m, atol=1e-9, rtol=1e-5)
+record("DPO loss, 6 pairs, beta 0.37 (a 0-dim tensor)", _loss, atol=1e-9, rtol=1e-5)  # clause: loss-mean, zero-dim, keeps-dtype
+record("chosen rewards, 6 pairs, beta 0.37", _rc, atol=1e-9, rtol=1e-5)  # clause: rewards, keeps-dtype
+record("rejected rewards, 6 pairs, beta 0.37", _rr, atol=1e-9, rtol=1e-5)  # clause: rewards, keeps-dtype
+record("margins, 6 pairs, beta 0.37", _m, atol=1e-9, rtol=1e-5)  # clause: margins, keeps-dtype
 for _name, _t in zip(("policy_chosen", "policy_rejected", "ref_chosen", "ref_rejected"), (_pc, _pr, _rc0, _rr0)):
+    # clause: unchanged-input
     record(f"{_name} after dpo_loss (inputs left unchanged)", _t)
 # large margins stay finite; the sign convention (chosen good -> small loss)
+# clause: stable-logsigmoid
 _loss_big = dpo_loss(torch.tensor([0.0]), torch.tensor([-5000.0]), torch.tensor([0.0]), torch.tensor([0.0]), beta=1.0)[0]
 record("DPO loss for a huge positive margin (5000)", _loss_big, atol=1e-6, rtol=1e-5)
 _loss_neg = dpo_loss(torch.tensor([-5000.0]), torch.tensor([0.0]), torch.tensor([0.0]), torch.tensor([0.0]), beta=1.0)[0]
 record("DPO loss for a huge negative margin (-5000: finite, = -margin)", _loss_neg, atol=1e-2, rtol=1e-5)
 for _b in (0.0, -0.1):
+    # clause: beta-positive
     record(f"dpo_loss with beta={_b}: must raise ValueError", outcome(dpo_loss, _pc, _pr, _rc0, _rr0, beta=_b))
+# clause: same-shape
 record("dpo_loss with policy_rejected of 5 pairs, the others of 6: must raise ValueError",
        outcome(dpo_loss, _pc, _pr[:5], _rc0, _rr0))
 record("dpo_loss with ref_rejected of shape (1,), the others (6,): must raise ValueError (no broadcasting)",
        outcome(dpo_loss, _pc, _pr, _rc0, _rr0[:1]))
 record("dpo_loss with ref_chosen of 5 pairs, the others of 6: must raise ValueError",
        outcome(dpo_loss, _pc, _pr, _rc0[:5], _rr0))
+# clause: one-dim
 record("dpo_loss with all four inputs of shape (6, 1): must raise ValueError (not 1-D)",
        outcome(dpo_loss, _pc[:, None], _pr[:, None], _rc0[:, None], _rr0[:, None]))
 record("dpo_loss with all four inputs 0-dim: must raise ValueError (not 1-D)",
        outcome(dpo_loss, _pc[0], _pr[0], _rc0[0], _rr0[0]))
 _loss5 = dpo_loss(_pc, _pr, _rc0, _rr0, beta=5.0)
+# clause: rewards, margins, loss-mean
 record("DPO loss, chosen and rejected rewards, margins with beta 5 (policy and reference both matter)", list(_loss5),
        atol=1e-9, rtol=1e-5)
 _pc32 = torch.tensor([-12.0, -30.0, -7.5])
 _loss_d = dpo_loss(_pc32, _pc32 - 4, _pc32 + 1, _pc32 - 2)
+# clause: rewards, margins, loss-mean, keeps-dtype
 record("dpo_loss with the default beta on float32 inputs (chosen +1 and rejected -2 vs the reference: rewards "
        "-0.1 and -0.2)", list(_loss_d), atol=1e-6, rtol=1e-5)
 ### BEGIN REFERENCE
@@ -986,9 +1031,13 @@ else:
 #
 # Implement `group_advantages(rewards, eps=1e-4)` for a $(\text{num\_groups}, G)$ tensor, one row
 # per prompt: $A_{ij} = (r_{ij} - \bar r_i)/(s_i + \varepsilon)$ with the mean and the **sample** std
-# ($G - 1$) of **row $i$** only; `eps` is added to the std (not to the variance, not a floor); a
-# row of equal rewards gets advantages 0. Return the same shape and dtype and leave the input
-# unchanged; raise `ValueError` if `rewards` is not 2-D or $G < 2$.
+# (divide by $G - 1$). <!-- clause: value --> The statistics are those of **row $i$** only, never of
+# the whole tensor or of a column. <!-- clause: per-row --> `eps` is added to the std (not to the
+# variance, not a floor), with the value passed, not only the default. <!-- clause: eps-on-std --> A
+# row of equal rewards gets advantages exactly 0. <!-- clause: equal-rewards-zero --> Return a tensor
+# of the same shape and dtype (float32 in, float32 out; float64 in, float64 out). <!-- clause: keeps-dtype -->
+# Leave the input unchanged. <!-- clause: unchanged-input --> Raise
+# `ValueError` if `rewards` is not 2-D (1-D and 3-D alike) or $G < 2$ ($G = 1$ and $G = 0$ alike). <!-- clause: shape-error -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex3_group_advantages", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def group_advantages(rewards, eps=1e-4):
@@ -1017,21 +1066,24 @@ check_close("advantages of rewards [1, 0, 0, 1] (sample std 0.5774)", _A, [[0.86
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import outcome, record
-record("module of group_advantages (it must be defined in this notebook)", group_advantages.__module__)
+record("module of group_advantages (it must be defined in this notebook)", group_advantages.__module__)  # clause: defined-here
 _g = torch.Generator().manual_seed(11)
 _r = torch.randn(3, 6, generator=_g, dtype=torch.float64)
 _r[2] = 0.25                                 # a group with equal rewards
 _A = group_advantages(_r)
-record("group_advantages of 3 groups of 6 float64 rewards (Bessel std, eps 1e-4)", _A, atol=1e-9, rtol=1e-5)
-record("group_advantages of a group of equal rewards (exactly zero)", _A[2])
-record("rewards after group_advantages (left unchanged)", _r)
-record("group_advantages with eps=0.5", group_advantages(_r[:2], eps=0.5), atol=1e-9, rtol=1e-5)
+record("group_advantages of 3 groups of 6 float64 rewards (Bessel std, eps 1e-4)", _A, atol=1e-9, rtol=1e-5)  # clause: value, keeps-dtype
+record("group_advantages of a group of equal rewards (exactly zero)", _A[2])  # clause: equal-rewards-zero
+record("rewards after group_advantages (left unchanged)", _r)  # clause: unchanged-input
+record("group_advantages with eps=0.5", group_advantages(_r[:2], eps=0.5), atol=1e-9, rtol=1e-5)  # clause: eps-on-std
+# clause: value, keeps-dtype
 record("group_advantages of [[2.0, 0.0]] in float32 (G=2, a float32 result)",
        group_advantages(torch.tensor([[2.0, 0.0]], dtype=torch.float32)), atol=1e-5, rtol=1e-5)
 for _bad in (torch.ones(4), torch.ones(3, 1), torch.ones(3, 0), torch.ones(2, 3, 4)):
+    # clause: shape-error
     record(f"group_advantages of rewards of shape {tuple(_bad.shape)}: must raise ValueError", outcome(group_advantages, _bad))
 _r4 = torch.tensor([[0.0, 0.0, 0.0, 1.0], [3.0, 1.0, 2.0, 2.0], [0.5, 0.5, 0.5, 0.5], [1.0, -1.0, 4.0, 0.0]],
                    dtype=torch.float64)
+# clause: per-row, eps-on-std
 record("group_advantages of a (4, 4) float64 batch with eps=0.01 (per-row statistics on a square input)",
        group_advantages(_r4, eps=0.01), atol=1e-9, rtol=1e-5)
 ### BEGIN REFERENCE
@@ -1071,21 +1123,27 @@ del _g, _r, _A, _bad, _r4
 #   sampled completions under $\pi_\theta$ (they carry the gradient), under $\pi_{\text{old}}$ and
 #   under $\pi_{\text{ref}}$; `advantages` $(N,)$, one $A_i$ per completion (Exercise 3's output,
 #   flattened); `mask` $(N, T)$, a float tensor of 0s and 1s: 1 on a completion's tokens, 0 after its
-#   end; `epsilon` (default 0.2) and `beta` (default 0.04); all values are finite;
+#   end; all values are finite;
+# * `epsilon` defaults to 0.2 and `beta` to 0.04; use the values passed when they are given. <!-- clause: defaults -->
 # * per token: $\rho = \exp(\texttt{logps} - \texttt{old\_logps})$; surrogate
 #   $\min\big(\rho A_i,\ \operatorname{clip}(\rho, 1-\epsilon, 1+\epsilon)\,A_i\big)$;
 #   KL estimate $k_3 = e^{\,r} - r - 1$ with $r = \texttt{ref\_logps} - \texttt{logps}$ (always ≥ 0, the
-#   estimator of the GRPO paper and TRL); per-token loss $= -\text{surrogate} + \beta\,k_3$;
+#   estimator of the GRPO paper and TRL); per-token loss $= -\text{surrogate} + \beta\,k_3$. <!-- clause: value -->
 # * the mask **multiplies** the per-token losses $\ell_{it}$: completion $i$'s loss is
 #   $\sum_t m_{it}\,\ell_{it} \,/\, \max\big(\sum_t m_{it},\ 1\big)$, i.e. the mean of $\ell_{it}$ over its
 #   tokens with mask 1 (a token with mask 0 adds $0 \cdot \ell_{it} = 0$ to the sum and 0 to the count;
-#   a completion with no token contributes 0);
+#   a completion with no token contributes 0). <!-- clause: masked-mean -->
 # * the loss is the **mean over the $N$ completions** of these per-completion losses, returned as a
-#   0-dim tensor; the inputs are left unchanged.
+#   0-dim tensor. <!-- clause: mean-over-completions --> It is in the inputs' dtype (float32 inputs
+#   give a float32 loss, float64 inputs a float64 one). <!-- clause: keeps-dtype -->
+# * the loss must be differentiable with respect to `logps`: compute it with torch operations on
+#   `logps` (no `.item()`, `.detach()` or NumPy), since the hidden tests compare its gradient as well
+#   as its value. <!-- clause: differentiable -->
+# * the inputs are left unchanged. <!-- clause: unchanged-input -->
 #
 # The clip applies to the ratio in both directions and the `min` keeps the unclipped term when it is
-# the smaller one (Section 5's table). Do not call `trl`. Below, the same function is checked against
-# `GRPOTrainer.compute_loss` and then trains SmolLM2.
+# the smaller one (Section 5's table). <!-- clause: clip-min --> Do not call `trl`. Below, the same
+# function is checked against `GRPOTrainer.compute_loss` and then trains SmolLM2.
 
 # %% nbgrader={"grade": false, "grade_id": "ex3b_grpo_loss", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def grpo_loss(logps, old_logps, ref_logps, advantages, mask, epsilon=0.2, beta=0.04):
@@ -1131,7 +1189,7 @@ del _lp, _old
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import record
-record("module of grpo_loss (it must be defined in this notebook)", grpo_loss.__module__)
+record("module of grpo_loss (it must be defined in this notebook)", grpo_loss.__module__)  # clause: defined-here
 _g = torch.Generator().manual_seed(21)
 _N, _T = 6, 5
 _old = -3 * torch.rand(_N, _T, generator=_g, dtype=torch.float64)
@@ -1149,17 +1207,22 @@ def _loss_and_grad(**kw):
     return [loss.detach(), lp.grad]
 
 
+# clause: defaults, value, clip-min, masked-mean, mean-over-completions, keeps-dtype, differentiable
 record("grpo_loss and its gradient wrt logps, 6 completions, epsilon 0.2, beta 0.04 (defaults)", _loss_and_grad(),
        atol=1e-9, rtol=1e-6)
+# clause: value, clip-min, masked-mean, mean-over-completions, keeps-dtype, differentiable
 record("grpo_loss and its gradient, epsilon 0.1, beta 0 (surrogate only: the clip in both directions, the min)",
        _loss_and_grad(epsilon=0.1, beta=0.0), atol=1e-9, rtol=1e-6)
+# clause: value, clip-min, masked-mean, mean-over-completions, keeps-dtype, differentiable
 record("grpo_loss and its gradient, epsilon 0.3, beta 0.5 (the k3 KL term and its sign)",
        _loss_and_grad(epsilon=0.3, beta=0.5), atol=1e-9, rtol=1e-6)
+# clause: unchanged-input
 record("old_logps after grpo_loss (left unchanged)", _old)
 record("ref_logps after grpo_loss (left unchanged)", _ref)
 record("advantages after grpo_loss (left unchanged)", _adv)
 record("mask after grpo_loss (left unchanged)", _mask)
 _lp_f = _lp0.float()
+# clause: value, masked-mean, mean-over-completions, keeps-dtype
 record("grpo_loss on float32 inputs, advantages of both signs (a mean of per-completion token means)",
        grpo_loss(_lp_f, _old.float(), _ref.float(), _adv.float(), _mask.float()), atol=1e-5, rtol=1e-5)
 ### BEGIN REFERENCE
@@ -1521,26 +1584,28 @@ else:
 # * inputs: `p_a_correct_first[i]` $= p_1$, the judge's $P(\text{A})$ on pair $i$ when the correct
 #   answer is shown first (as A), and `p_a_correct_second[i]` $= p_2$, its $P(\text{A})$ when the
 #   correct answer is shown second (as B: there the judge favours the correct answer when $P(\text{A})$
-#   is *small*); two 1-D NumPy arrays (any float dtype) or lists of floats, of the same length
-#   $N \ge 1$, every value in $[0, 1]$ (0 and 1 included);
+#   is *small*). They have the same length $N \ge 1$, and every value lies in $[0, 1]$, 0 and 1
+#   included (a judge may be certain). <!-- clause: bounds-inclusive --> Accept 1-D NumPy arrays of
+#   any float dtype and plain lists of floats alike. <!-- clause: list-input -->
 # * returns a tuple `(soft, verdict, shift)` of three NumPy arrays of shape $(N,)$:
 #   * `soft`, float64: the judge's probability for the correct answer averaged over the two orders,
-#     $\tfrac12\big[p_1 + (1 - p_2)\big]$ — a probability in $[0, 1]$ (½ = no preference), not centred at 0;
+#     $\tfrac12\big[p_1 + (1 - p_2)\big]$ — a probability in $[0, 1]$ (½ = no preference), not centred
+#     at 0. <!-- clause: soft -->
 #   * `verdict`, bool: `True` where `soft` $> \tfrac12$, that is where $p_1 > p_2$; a tie, $p_1 = p_2$
-#     (`soft` exactly ½), is `False`. The verdict comes from the averaged probabilities, not from the two
-#     hard verdicts ($p_1 > \tfrac12$, $p_2 < \tfrac12$): a pair can be right in one order only and still
-#     get a clear verdict either way;
+#     (`soft` exactly ½), is `False`. <!-- clause: verdict --> The verdict comes from the averaged
+#     probabilities, not from the two hard verdicts ($p_1 > \tfrac12$, $p_2 < \tfrac12$): a pair can be
+#     right in one order only and still get a clear verdict either way. <!-- clause: verdict-averaged -->
 #   * `shift`, float64: the position bias, $P(\text{correct}\mid\text{first}) - P(\text{correct}\mid\text{second})
 #     = p_1 - (1 - p_2)$: positive when the judge favours the first slot, +1 for a judge that always
-#     answers A, −1 for one that always answers B;
+#     answers A, −1 for one that always answers B. <!-- clause: shift -->
 # * a constant pull towards one slot cancels: adding the same $\delta$ to $p_1$ and $p_2$ leaves `soft`
-#   and `verdict` unchanged and moves `shift` by $2\delta$;
-# * the three arrays are float64, bool, float64 whatever the inputs' dtype (float32 inputs too); the
-#   inputs are left unchanged;
+#   and `verdict` unchanged and moves `shift` by $2\delta$. <!-- clause: pull-cancels -->
+# * the three arrays are float64, bool, float64 whatever the inputs' dtype (float32 inputs too). <!-- clause: output-dtypes -->
+#   The inputs are left unchanged. <!-- clause: unchanged-input -->
 # * raise `ValueError` if the two inputs are not both 1-D of the same length (no broadcasting: a
 #   0-dim input, an $(N, 1)$ input, or a $(1,)$ input next to an $(N,)$ one with $N > 1$ is an error;
-#   two $(1,)$ inputs are one pair, and fine), or if any value is outside $[0, 1]$ or NaN
-#   (log-probabilities or logits passed by mistake).
+#   two $(1,)$ inputs are one pair, and fine). <!-- clause: shape-error --> Raise `ValueError` too if
+#   any value is outside $[0, 1]$ or NaN (log-probabilities or logits passed by mistake). <!-- clause: range-error -->
 #
 # The cells below use it for the quality, position and verbosity measurements and for the answer-key
 # pairs.
@@ -1590,29 +1655,35 @@ del _out, _soft, _verdict, _shift
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import outcome, record
-record("module of debiased_judge (it must be defined in this notebook)", debiased_judge.__module__)
+record("module of debiased_judge (it must be defined in this notebook)", debiased_judge.__module__)  # clause: defined-here
 _rng = np.random.default_rng(31)
 _p1, _p2 = _rng.uniform(0, 1, 12), _rng.uniform(0, 1, 12)
 _res = debiased_judge(_p1, _p2)
-record("debiased_judge on 12 random pairs: soft score (float64)", _res[0], atol=1e-12)
-record("debiased_judge on 12 random pairs: verdict (a bool array)", _res[1])
+record("debiased_judge on 12 random pairs: soft score (float64)", _res[0], atol=1e-12)  # clause: soft
+record("debiased_judge on 12 random pairs: verdict (a bool array)", _res[1])  # clause: verdict
+# clause: shift
 record("debiased_judge on 12 random pairs: position shift (float64, the sign: + favours the first slot)", _res[2],
        atol=1e-12)
+# clause: unchanged-input
 record("p_a_correct_first after debiased_judge (left unchanged)", _p1)
 record("p_a_correct_second after debiased_judge (left unchanged)", _p2)
 _q = np.array([0.55, 0.45, 0.7, 0.3, 0.52, 0.48])           # the judge's preference for the correct answer
 for _d in (0.3, -0.2):                                      # plus a constant pull towards slot A (+) or B (-)
     _res = debiased_judge(_q + _d, (1 - _q) + _d)
+    # clause: pull-cancels, soft, verdict, shift
     record(f"debiased_judge with a constant pull of {_d:+.1f} towards slot A (soft, verdict, shift)", list(_res),
            atol=1e-12)
 _c = np.array([0.75, 0.5, 0.25, 1.0, 0.0, 0.875])           # a pure position pull: the same P(A) in both orders
+# clause: verdict, soft, shift, bounds-inclusive
 record("debiased_judge when P(A) is the same in both orders (ties; 0 and 1 are valid probabilities)",
        list(debiased_judge(_c, _c.copy())), atol=1e-12)
 _h1, _h2 = np.array([0.95, 0.6, 0.9, 0.55]), np.array([0.6, 0.95, 0.52, 0.1])   # right in one order only (pairs 0-2)
+# clause: verdict-averaged
 record("debiased_judge verdict where averaging probabilities and averaging hard verdicts disagree",
        debiased_judge(_h1, _h2)[1])
 _res = debiased_judge(_p1[:5].astype(np.float32), _p2[:5].astype(np.float32))
-record("debiased_judge on float32 inputs (float64 soft and shift, bool verdict)", list(_res), atol=1e-6)
+record("debiased_judge on float32 inputs (float64 soft and shift, bool verdict)", list(_res), atol=1e-6)  # clause: output-dtypes
+# clause: list-input
 record("debiased_judge on lists [0.9, 0.25], [0.4, 0.25]", list(debiased_judge([0.9, 0.25], [0.4, 0.25])), atol=1e-12)
 _bad = {"lengths 12 and 11": (_p1, _p2[:11]),
         "shapes (12,) and (1,) (no broadcasting)": (_p1, _p2[:1]),
@@ -1622,6 +1693,7 @@ _bad = {"lengths 12 and 11": (_p1, _p2[:11]),
         "log-probabilities (negative) in p_a_correct_second": (_p1[:4], np.log(_p2[:4])),
         "a NaN in p_a_correct_second": (_p1[:4], np.append(_p2[:3], np.nan))}
 for _what, _args in _bad.items():
+    # clause: shape-error, range-error
     record(f"debiased_judge with {_what}: must raise ValueError", outcome(debiased_judge, *_args))
 ### BEGIN REFERENCE
 from course_utils.grading import expect
@@ -1833,11 +1905,13 @@ else:
 # 0.779], 13/24 [0.328, 0.744], 12/24 [0.291, 0.709] of the pairs under the three wordings (exact 95 %
 # intervals; binomial test against one half, p = 0.54, 0.84, 1), and the order-averaged soft preference
 # for the correct sum is 0.0005 [-0.0003, 0.0013], 0.0009 [-0.0006, 0.0023], -0.0001 [-0.0004, 0.0001]
-# above one half (t-intervals over pairs). None of the three differs from chance. What this negative can
-# say was fixed before the run: with 24 pairs the exact test detects a judge of accuracy 0.75 with power
+# above one half (t-intervals over pairs). None of the three differs from chance. What a run of this size
+# can detect was fixed before it: with 24 pairs the exact test detects a judge of accuracy 0.75 with power
 # 0.61 and one of accuracy 0.65 with power 0.21; a judge of accuracy 0.65 would need 90 pairs for power
-# 0.8. So the data rule out a clearly competent judge, not a weak one; a 135 M judge is no substitute
-# for the answer key, the verifiable check Book §8.4.4 recommends.
+# 0.8. Those numbers size the next run. What this one shows is its intervals, and the best wording's
+# [0.366, 0.779] still contains 0.75: these 24 pairs cannot tell a judge at chance from a fairly competent
+# one. A judge this uncertain, 135 M parameters, is no substitute for the answer key, the verifiable
+# check Book §8.4.4 recommends.
 
 # %% [markdown]
 # ## 7. Contamination: n-gram overlap (Book §8.4.3)
@@ -1850,11 +1924,17 @@ else:
 #
 # Implement `ngram_overlap(benchmark, training, n=8)`: the fraction of the benchmark's **distinct**
 # word $n$-grams that also occur in the training text,
-# $|\text{set}(\text{ngrams}(b)) \cap \text{set}(\text{ngrams}(t))| \,/\, |\text{set}(\text{ngrams}(b))|$, a float
-# in $[0, 1]$. Words are `text.lower().split()` (any run of whitespace separates words; punctuation
-# stays part of a word); an $n$-gram is a tuple of $n$ consecutive words. A training text with fewer
-# than $n$ words has no $n$-grams (the result is 0.0). Raise `ValueError` if $n < 1$ or if the
-# benchmark has fewer than $n$ words (exactly $n$ words is one $n$-gram).
+# $|\text{set}(\text{ngrams}(b)) \cap \text{set}(\text{ngrams}(t))| \,/\, |\text{set}(\text{ngrams}(b))|$, a Python
+# float (a NumPy float64 is fine too) in $[0, 1]$: the denominator is the benchmark's count of
+# distinct $n$-grams, not the training text's. <!-- clause: value --> An $n$-gram repeated in the benchmark
+# counts once. <!-- clause: distinct --> Words are `text.lower().split()`: lower-cased, any run of
+# whitespace (spaces, tabs, newlines, a no-break space) separates words, leading and trailing
+# whitespace makes no empty word, and punctuation stays part of a word; words are compared whole, not
+# character by character. <!-- clause: words --> An $n$-gram is a tuple of $n$ consecutive words, not
+# the words joined into one string. <!-- clause: tuples --> A training text with fewer than $n$ words
+# has no $n$-grams: the result is 0.0, not an error. <!-- clause: short-training --> Raise
+# `ValueError` if $n < 1$. <!-- clause: n-positive --> Raise `ValueError` if the benchmark has fewer
+# than $n$ words (a blank benchmark too); exactly $n$ words is fine, one $n$-gram. <!-- clause: short-benchmark-error -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex4_ngram_overlap", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def ngram_overlap(benchmark, training, n=8):
@@ -1892,7 +1972,7 @@ check_close("1 of 3 benchmark 8-grams found", ngram_overlap("a b c d e f g h i j
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import outcome, record
-record("module of ngram_overlap (it must be defined in this notebook)", ngram_overlap.__module__)
+record("module of ngram_overlap (it must be defined in this notebook)", ngram_overlap.__module__)  # clause: defined-here
 
 
 def _as_float(v):
@@ -1903,15 +1983,19 @@ def _as_float(v):
 _bench = "The quick brown fox jumps over the lazy dog near the river bank"
 _train = "we saw that THE   quick brown\nfox jumps over a lazy dog near the river bank today"
 for _n in (1, 2, 3, 5):
+    # clause: value, words
     record(f"ngram_overlap with n={_n} (lower-case, whitespace split; a float)", _as_float(ngram_overlap(_bench, _train, n=_n)),
            atol=1e-6, rtol=1e-5)
+# clause: distinct
 record("ngram_overlap('a b a b a b', 'a b', n=2) (repeated n-grams count once)",
        _as_float(ngram_overlap("a b a b a b", "a b", n=2)), atol=1e-6, rtol=1e-5)
+# clause: words
 record("ngram_overlap('end. of it', 'end of it', n=2) (punctuation stays part of the word)",
        _as_float(ngram_overlap("end. of it", "end of it", n=2)), atol=1e-6, rtol=1e-5)
 record("ngram_overlap('ab cd', 'abc d', n=1) (characters are not words)",
        _as_float(ngram_overlap("ab cd", "abc d", n=1)), atol=1e-6, rtol=1e-5)
 for _args in (("a b", "a b", 3), ("a b c", "a b c", 0), ("a b c", "a b c", -1), (" \n\t ", "a b", 1)):
+    # clause: n-positive, short-benchmark-error
     record(f"ngram_overlap{_args}: must raise ValueError", outcome(ngram_overlap, *_args))
 _cases = {"benchmark of exactly n=3 words": ("a b c", "x a b c", 3),
           "training text shorter than n=3 (0.0, not an error)": ("a b c", "a b", 3),
@@ -1921,6 +2005,7 @@ _cases = {"benchmark of exactly n=3 words": ("a b c", "x a b c", 3),
           "6 benchmark 2-grams, training shares 2 and has 5 more (divide by the benchmark's count)":
               ("a b c d e f g", "a b c x y z w v", 2)}
 for _what, _args in _cases.items():
+    # clause: value, words, tuples, short-training, short-benchmark-error
     record(f"ngram_overlap on {_what}: {_args!r}", _as_float(ngram_overlap(*_args)), atol=1e-6, rtol=1e-5)
 ### BEGIN REFERENCE
 from course_utils.grading import expect
