@@ -106,7 +106,7 @@ def test_no_english_thousands_commas_in_pt_br_prose():
 
 # --- the glossary's "never" ------------------------------------------------------------------------
 # GLOSSARY.md: raise `ValueError` -> "lance um `ValueError`", "Nunca 'levante'" (a calque of *raise*).
-RAISE_CALQUE = re.compile(r"\b[Ll]evant(?:e|a|am|ar|ará|ando)\b(?=[^.]{0,40}?(?:Error`|exce[çc]ão|exce[çc]ões|\berro\b))")
+RAISE_CALQUE = re.compile(r"\b[Ll]evant(?:e|a|am|ar|ará|ando)\b(?=[^.]{0,40}?(?:Error\b|exce[çc]ão|exce[çc]ões|\berro\b))")
 
 
 def test_raise_calque_is_caught():
@@ -116,9 +116,19 @@ def test_raise_calque_is_caught():
 
 
 def test_raise_is_lancar_not_levantar():
-    bad = [f"{ch}: {m.string[max(0, x.start() - 30):x.end() + 40]!r}" for ch, m in _po_entries()
+    messages = [("course_utils", m) for m in tr.read_catalogue(tr.catalogue_path(tr.MESSAGES_DOMAIN, LANG, ROOT))
+                if m.id and m.string]
+    bad = [f"{ch}: {m.string[max(0, x.start() - 30):x.end() + 40]!r}" for ch, m in [*_po_entries(), *messages]
            for x in RAISE_CALQUE.finditer(m.string)]
     assert not bad, "GLOSSARY.md: raise `ValueError` -> \"lance um `ValueError`\", never \"levante\":\n" + "\n".join(bad)
+
+
+def test_sections_are_capitalised():
+    """GLOSSARY.md: "Section 2 (of the notebook) | Seção 2 | Sempre com maiúscula"."""
+    lower = re.compile(r"\bseç(?:ão|ões) \d")
+    bad = [f"{ch}: {m.string[max(0, x.start() - 30):x.end() + 20]!r}" for ch, m in _po_entries()
+           for x in lower.finditer(m.string)]
+    assert not bad, "write \"Seção N\" (GLOSSARY.md):\n" + "\n".join(bad)
 
 
 # --- quotations -----------------------------------------------------------------------------------

@@ -208,8 +208,8 @@ print("validation starts with:", repr(text[n_train:n_train + 60]))
 # * `data` is a 1-D tensor of $N$ token ids (leave it unchanged); <!-- clause: unchanged-input -->
 #   return `(x, y)`, two **int64** tensors of shape `(batch_size, block_size)`, whatever the integer
 #   type of `data`; <!-- clause: shape, int64 -->
-# * row $b$ starts at an offset $s_b$ drawn **uniformly** from $\{0, 1, \dots, N - T - 1\}$ (every
-#   window that has a next token, the first and the last included), with
+# * row $b$ starts at an offset $s_b$ drawn **uniformly** from $\{0, 1, \dots, N - T - 1\}$, where
+#   $T$ = `block_size` (every window that has a next token, the first and the last included), with
 #   `x[b] = data[s_b : s_b + T]` and `y[b] = data[s_b + 1 : s_b + T + 1]`; <!-- clause: windows, uniform -->
 # * draw the offsets with `generator` when one is given (a seeded generator gives the same batch
 #   again, and torch's global generator is left alone); <!-- clause: generator --> with
