@@ -68,6 +68,9 @@ _FIELD_RE = re.compile(r"\{[a-z_]+\}")  # str.format fields of the checks' messa
 _NUMBER_RE = re.compile(r"(?<![\w.])\d+(?:\.\d+)*(?:[eE][-+]?\d+)?")
 # the statement's marker of a graded clause (course_tools/clauses.py): an edition keeps every one
 _CLAUSE_RE = re.compile(r"<!--\s*clause(?:-all)?:[^>]*-->")
+# list items (a translation that drops a bullet drops content no other check sees: the number of
+# items must match)
+_ITEM_RE = re.compile(r"(?m)^[ \t]*(?:[-*+]|\d+\.)[ \t]+")
 # A Portuguese source quoted in its own words keeps its decimal comma ("5,4 milhões", note 003): inside a
 # quotation a comma between digits that does not start a group of exactly three is a decimal point.
 _QUOTED_RE = re.compile(r'"[^"]*"|“[^”]*”|«[^»]*»')
@@ -149,7 +152,7 @@ def translatable(block: str) -> bool:
 
 def protected(text: str) -> dict[str, Counter]:
     """The parts of a block a translation must keep: code blocks, inline code, formulas, link
-    targets, numbers, message fields, clause markers (``<!-- clause: id -->``)."""
+    targets, numbers, message fields, clause markers (``<!-- clause: id -->``), the number of list items."""
     blocks = [m.group(0) for m in _FENCED_RE.finditer(text)]
     text = _FENCED_RE.sub(" ", text)   # a fence (in a list item too) is not an inline span
     no_code = _CODE_RE.sub(" ", text)
@@ -162,7 +165,8 @@ def protected(text: str) -> dict[str, Counter]:
     return {"code blocks": Counter(blocks), "inline code": norm(_CODE_RE.findall(text)), "math": norm(_MATH_RE.findall(no_code)),
             "links": Counter(links), "numbers": Counter(_NUMBER_RE.findall(_source_decimals(plain))),
             "placeholders": Counter(_FIELD_RE.findall(plain)),
-            "clause markers": norm(_CLAUSE_RE.findall(text))}
+            "clause markers": norm(_CLAUSE_RE.findall(text)),
+            "list items": Counter(["item"] * len(_ITEM_RE.findall(text)))}
 
 
 def protected_problems(msgid: str, msgstr: str) -> list[str]:

@@ -148,3 +148,10 @@ def test_an_english_edit_makes_exactly_its_entry_stale(tmp_path):
     assert entry.fuzzy and entry.previous_id == [old] and entry.string
     tr.write_catalogue(merged, po)
     assert tr.stale_entries(ch, LANG, tmp_path) == ["**What you will build.**"]   # fuzzy is not current
+
+
+def test_a_translation_that_drops_a_list_item_is_refused():
+    # chapter 09's "In practice" lost its last two bullets in Portuguese, unseen by every other check
+    english = "* one `a`;\n* two;\n  still two\n* three."
+    assert tr.protected_problems(english, "* um `a`;\n* dois;\n  ainda dois\n* três.") == []
+    assert tr.protected_problems(english, "* um `a`;\n* dois; ainda dois; três.") == ["list items: missing ['item'], added []"]

@@ -159,10 +159,10 @@ _SUPERSCRIPT = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻", "0123456789-")
 
 def normalise(text: str) -> str:
     """Text compared word for word: markdown emphasis, code ticks, ``$`` and line breaks do not count,
-    nor case, nor the kind of quote mark, dash or space."""
+    nor case, nor the kind of quote mark, dash or space; a formula's `\\times` is the sign ×."""
     text = unicodedata.normalize("NFC", text)
     text = re.sub(r"[⁰¹²³⁴⁵⁶⁷⁸⁹⁻]+", lambda m: "^" + m.group(0).translate(_SUPERSCRIPT), text)
-    text = text.replace("−", "-").replace("“", '"').replace("”", '"').replace("’", "'").replace("==", "")
+    text = text.replace("\\times", "×").replace("−", "-").replace("“", '"').replace("”", '"').replace("’", "'").replace("==", "")
     text = re.sub(r"[*`$]", "", text)
     text = re.sub(f"[\\s{_THIN}]+", " ", text)
     return text.strip().lower()
