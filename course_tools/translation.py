@@ -284,9 +284,17 @@ def message_templates(source: str) -> list[str]:
     return _literal_arguments(source, {"msg": 0})
 
 
+# Where a student-visible message is written outside a kernel (the autograder's verdicts, the feedback
+# page and its notes, the answer stubs, validate's report, what differs in a hidden check), each marked
+# ``N_("…")`` or looked up as ``_t("…")`` where it is written.
+MESSAGE_WRITERS = ("course_tools/grading/preprocessors.py", "course_tools/grading/feedback.py",
+                   "course_tools/grading/i18n.py", "course_tools/grading/validate.py", "course_utils/records.py")
+
+
 def messages_template(root: Path | None = None):  # -> Catalog
-    """The template of ``course_utils.po``: the templates of course_utils.grading (``_tr("…")``) and
-    the literal names the chapters' test cells give to their checks."""
+    """The template of ``course_utils.po``: the templates of course_utils.grading (``_tr("…")``), the
+    messages :data:`MESSAGE_WRITERS` write outside a kernel (``N_("…")``, ``_t("…")``) and the literal
+    names and ``msg`` templates the chapters' test cells give to their checks."""
     from babel.messages.extract import extract_from_file
 
     from .authoring import read_script, script_path
@@ -294,9 +302,15 @@ def messages_template(root: Path | None = None):  # -> Catalog
     root = root or repo_root()
     cat = _new_catalog(MESSAGES_DOMAIN)
     grading = root / "course_utils" / "grading.py"
-    for lineno, message, comments, _ctx in extract_from_file("python", str(grading), keywords={"_tr": None}):
-        if isinstance(message, str):
-            cat.add(message, locations=[("course_utils/grading.py", lineno)], auto_comments=comments,
+    sources = [("course_utils/grading.py", {"_tr": None})] + [(rel, {"N_": None, "_t": None}) for rel in MESSAGE_WRITERS]
+    for rel, keywords in sources:
+        for lineno, message, comments, _ctx in extract_from_file("python", str(root / rel), keywords=keywords):
+            if not isinstance(message, str):
+                continue
+            if message in cat:
+                cat[message].locations.append((rel, lineno))
+                continue
+            cat.add(message, locations=[(rel, lineno)], auto_comments=comments,
                     flags=["python-brace-format"] if "{" in message else [])
     for chapter in chapters(root):
         nb = read_script(script_path(chapter, root))

@@ -296,9 +296,9 @@ def msg(template: str, /, **fields: Any) -> str:
     return _tr(template).format(**fields)
 
 
-def passed(message: str = "Visible tests passed.") -> None:
+def passed(message: str | None = None) -> None:
     """Print the line a test cell ends with when its visible checks pass, in the edition's language."""
-    print(_tr(message))
+    print(_tr(message) if message else _tr("Visible tests passed."))
 
 
 def _short(x: Any, limit: int = 80) -> str:
@@ -584,86 +584,6 @@ def switched_off(*paths: str, functions: Sequence[Callable[..., Any]] = (), hint
     finally:
         for undo in reversed(restore):
             undo()
-
-
-# --- what a student reads that is written outside the kernel --------------------------------------
-def _outside_the_kernel() -> tuple[str, ...]:
-    """The English messages the autograder and the feedback page write *outside* a kernel
-    (``course_tools/grading/i18n.py`` shows them in the submission's language). Never called: listed
-    here, each in ``_tr("…")``, because the template of ``course_utils.po`` is extracted from this
-    file (``llm-course translate update``); ``tests/test_translation_messages.py`` checks that this
-    list holds every message those modules mark."""
-    def _tr(message: str) -> str:  # marks for extraction only
-        return message
-
-    return (
-        # the line a test cell prints when its visible checks pass (passed())
-        _tr("Visible tests passed."),
-        # the hidden checks' verdict (course_tools/grading/preprocessors.py, VerifyRecords)
-        _tr("[autograder] {n} hidden values checked outside your kernel{extra}: all match"),
-        _tr(" (also with {packages} removed)"),
-        _tr("{n} hidden check(s) failed (decided by the autograder outside your kernel):"),
-        _tr("this exercise must work without {packages}: run again where {packages} "
-            "is not installed, it does not give the same results ({why})"),
-        # what differs, for the student (course_utils/records.py, verify_cell_detailed and summarize)
-        _tr("a malformed record"),
-        _tr("{key}: a record of role {role} (only the reference run sets references)"),
-        _tr("{key}: recorded twice"),
-        _tr("{key}: not a value this test records"),
-        _tr("{missing} of {total} hidden values never recorded (the cell stopped before "
-            "{first}: see the error above, if any)"),
-        _tr("shape differs (yours: {shape})"),
-        _tr("the counts of draws do not follow the expected probabilities (chi-square test)"),
-        _tr("type differs (yours: a {kind})"),
-        _tr("dtype differs (yours: {dtype})"),
-        _tr("some"),
-        _tr("values differ beyond the tolerance ({count} of {n} elements)"),
-        _tr("values differ ({count} of {n} elements)"),
-        _tr("value differs beyond the tolerance"),
-        _tr("value differs"),
-        _tr("length differs (yours: {n} items)"),
-        _tr("item [{index}]: {problem}"),
-        _tr("items differ"),
-        _tr("keys differ"),
-        _tr("raises vs returns: your function returns where the check expects an exception"),
-        _tr("raises vs returns: your function {outcome} where the check expects it to return"),
-        _tr("raises vs returns: your function {outcome}, not the exception the check expects"),
-        # the feedback's notes (course_tools/grading/feedback.py, RedactHiddenTests)
-        _tr("# [hidden tests: run and decided by the autograder; not shown in feedback]"),
-        _tr("raised while running a hidden check (details are not shown in feedback)"),
-        _tr("hidden check(s) failed (details are not shown in feedback)"),
-        _tr("this test cell did not run to its end (its error was hidden or it was skipped)"),
-        _tr("[feedback] {n} output(s) of this cell are not shown here{error}: it ran after the hidden checks "
-            "of {first} had started, and from then on what the kernel prints may carry them (their code, "
-            "their inputs). Your instructor sees every output; run the cell in your own notebook to see yours."),
-        _tr("[feedback] an output of this cell is not shown here: it holds a line of the hidden tests."),
-        _tr(" (among them {error})"),
-        _tr("an error"),
-        _tr("a test cell"),
-        # the feedback page (course_tools/grading/templates/llm_course_feedback)
-        _tr("Score"), _tr("Test cell"), _tr("Coding free-response"), _tr("Written response"), _tr("Task"),
-        _tr("Comment"), _tr("Comments"), _tr("Late submission penalty"), _tr("Top"), _tr("Student's answer"),
-        _tr("Student's task"), _tr("Grade cell"), _tr("No response."),
-        # the answer stubs of an edition's student notebooks (course_tools/grading/i18n.py, EditionClearSolutions)
-        _tr("# YOUR CODE HERE"), _tr("YOUR ANSWER HERE"),
-        # `nbgrader validate`'s report (course_tools/grading/validate.py)
-        _tr("THE TYPES OF {num_changed} CELL(S) HAVE CHANGED! This might mean that even though the tests are "
-            "passing now, they won't pass when your assignment is graded."),
-        _tr("THE CONTENTS OF {num_changed} TEST CELL(S) HAVE CHANGED! This might mean that even though the tests "
-            "are passing now, they won't pass when your assignment is graded."),
-        _tr("VALIDATION FAILED ON {num_failed} CELL(S)! If you submit your assignment as it is, you WILL NOT "
-            "receive full credit."),
-        _tr("NOTEBOOK PASSED ON {num_passed} CELL(S)!"),
-        _tr("The following {old_type} cell has changed to a {new_type} cell:"),
-        _tr("The following cell has changed:"),
-        _tr("The following cell failed:"),
-        _tr("The error was:"),
-        _tr("The following cell passed:"),
-        _tr("Success! Your notebook passes all the tests."),
-        _tr("Success! The notebook does not pass any tests."),
-        _tr("You did not provide a response."),
-        _tr("Partial credit; passed some but not all of the tests"),
-    )
 
 
 _verify = _verifier()  # the snapshot: the last thing this module does, before any student code

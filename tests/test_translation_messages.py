@@ -3,8 +3,8 @@
 * Every message a student can see has a translated, non-fuzzy entry in ``course_utils.po``: the
   checks' templates and names (``course_utils/grading.py``, the chapters' test cells) and what is
   written outside the kernel — the autograder's verdicts, the feedback's notes and page, the answer
-  stubs, ``nbgrader validate``'s report (each marked ``N_("…")`` or ``_t("…")`` where it is written,
-  and listed in ``course_utils/grading.py`` so that the catalogue's template holds it).
+  stubs, ``nbgrader validate``'s report (each marked ``N_("…")`` or ``_t("…")`` where it is written;
+  the catalogue's template extracts them from ``course_tools.translation.MESSAGE_WRITERS``).
 * A Portuguese submission gets them in Portuguese, an English one in English (verdict, redacted
   feedback, feedback page, stubs, validate), and a Portuguese verdict is still the only line of a
   test cell the feedback keeps as the autograder's.
@@ -27,8 +27,7 @@ from course_tools.grading.preprocessors import HIDDEN_START, verdict, verdict_pa
 ROOT = Path(__file__).resolve().parent.parent
 LANG = tr.LANGUAGES[0]
 # where a student-visible message is written outside a kernel, and the marker it is written with
-WRITERS = ("course_tools/grading/preprocessors.py", "course_tools/grading/feedback.py",
-           "course_tools/grading/i18n.py", "course_tools/grading/validate.py", "course_utils/records.py")
+WRITERS = tr.MESSAGE_WRITERS
 _FIELDS = re.compile(r"\{[a-z_]*\}")
 
 
@@ -46,7 +45,7 @@ def test_every_message_written_outside_the_kernel_is_in_the_catalogue_template()
     assert len(marked) > 60, sorted(marked)
     template = tr.messages_template()
     missing = [f"{where}: {m!r}" for m, where in marked.items() if m not in template]
-    assert not missing, "add these to _outside_the_kernel() in course_utils/grading.py:\n" + "\n".join(missing)
+    assert not missing, "the catalogue's template misses these (course_tools.translation.messages_template):\n" + "\n".join(missing)
 
 
 def test_every_message_a_student_can_see_has_a_current_translation():

@@ -14,8 +14,9 @@ what is shown or scored.
 
 Every English message of these modules is marked with :func:`N_` or looked up as ``_t("…")``;
 ``tests/test_translation_messages.py`` extracts them and fails when one has no translated, non-fuzzy
-entry in ``locale/<lang>/LC_MESSAGES/course_utils.po``. (The catalogue's template is extracted from
-``course_utils/grading.py``, so each message is also listed there, in ``_outside_the_kernel``.)
+entry in ``locale/<lang>/LC_MESSAGES/course_utils.po``, whose template
+(:func:`course_tools.translation.messages_template`) extracts them from these modules
+(``MESSAGE_WRITERS``).
 """
 from __future__ import annotations
 
