@@ -135,3 +135,28 @@ def set_class_edition(lang: str, course_root: str | os.PathLike[str]) -> Path:
     tmp.write_text(lang + "\n", encoding="utf-8")
     os.replace(tmp, path)
     return path
+
+
+# --- the answer stubs of an edition's student notebooks -----------------------------------------
+def N_(message: str) -> str:
+    """Marks an English message for the ``course_utils`` catalogue (extracted, not translated here)."""
+    return message
+
+
+# nbgrader's stub lines an edition translates (course_tools.grading.i18n.EditionClearSolutions)
+STUB_LINES = (N_("# YOUR CODE HERE"), N_("YOUR ANSWER HERE"))
+
+
+def edition_answer_stub(source: str, lang: str) -> str:
+    """A released answer cell's ``source`` with the English stub lines in ``lang`` (what
+    ``EditionClearSolutions`` writes: each line of a stub translated, its indentation kept), to
+    compare an edition's student notebook with the English one."""
+    from course_utils.translation import translator
+
+    t = translator(lang)
+    stubs = set(STUB_LINES)
+    out = []
+    for line in source.split("\n"):
+        body = line.lstrip(" \t")
+        out.append(line[: len(line) - len(body)] + t(body) if body in stubs else line)
+    return "\n".join(out)

@@ -51,7 +51,7 @@ from course_utils.paths import repo_root
 
 # which editions exist, where their notebooks are, the chapters and nbgrader's generation step:
 # course_tools/editions.py (this module never imports course_tools.release, which imports it)
-from .editions import LANGUAGES, LOCALE, chapters, edition_dir, editions, generate  # noqa: F401
+from .editions import LANGUAGES, LOCALE, chapters, edition_answer_stub, edition_dir, editions, generate  # noqa: F401
 MESSAGES_DOMAIN = "course_utils"
 LANG_LINE = {"pt_BR": 'os.environ["LLM_COURSE_LANG"] = "pt_BR"  # edição em português: mensagens dos testes em português'}
 _SETUP_IMPORT = "import importlib.util, os, subprocess, sys\n"
@@ -288,7 +288,8 @@ def message_templates(source: str) -> list[str]:
 # page and its notes, the answer stubs, validate's report, what differs in a hidden check), each marked
 # ``N_("…")`` or looked up as ``_t("…")`` where it is written.
 MESSAGE_WRITERS = ("course_tools/grading/preprocessors.py", "course_tools/grading/feedback.py",
-                   "course_tools/grading/i18n.py", "course_tools/grading/validate.py", "course_utils/records.py")
+                   "course_tools/grading/i18n.py", "course_tools/grading/validate.py", "course_utils/records.py",
+                   "course_tools/editions.py")
 
 
 def messages_template(root: Path | None = None):  # -> Catalog
@@ -672,8 +673,6 @@ def edition_problems(lang: str, root: Path | None = None) -> list[str]:
                     a = copy.deepcopy(a)
                     a.source = edition_setup(a.source, lang)
                 elif kind == "notebooks" and a.cell_type == "code" and a.get("metadata", {}).get("nbgrader", {}).get("solution"):
-                    from course_tools.grading.i18n import edition_answer_stub   # the edition's stubs (# SEU CÓDIGO AQUI)
-
                     a = copy.deepcopy(a)
                     a.source = edition_answer_stub(a.source, lang)
                 if _code_view(a) != _code_view(b):

@@ -27,6 +27,7 @@ from typing import Any, Callable
 from nbconvert.exporters import HTMLExporter
 from nbgrader.preprocessors import ClearSolutions
 
+from course_tools.editions import STUB_LINES, edition_answer_stub  # noqa: F401  (re-exported)
 from course_utils.translation import ENV_VAR, LOCALE_DIR, DOMAIN, translator as _translator
 
 # the setup cell's language line, e.g. os.environ["LLM_COURSE_LANG"] = "pt_BR"
@@ -100,7 +101,7 @@ class FeedbackExporter(HTMLExporter):
 
 
 # --- the answer stubs of an edition's student notebooks -----------------------------------------
-STUB_LINES = (N_("# YOUR CODE HERE"), N_("YOUR ANSWER HERE"))
+# (STUB_LINES and edition_answer_stub live in course_tools.editions, which translation.py also uses)
 
 
 def edition_stub(stub: str, lang: str) -> str:
@@ -152,14 +153,3 @@ def edition_release(assignment: str, notebook: str) -> list[Path]:
     return [p for p in paths if p.is_file()]
 
 
-def edition_answer_stub(source: str, lang: str) -> str:
-    """A released answer cell's ``source`` with the English stub lines in ``lang`` (what
-    :class:`EditionClearSolutions` writes: each line of a stub translated, its indentation kept), to
-    compare an edition's student notebook with the English one."""
-    t = translator(lang)
-    stubs = set(STUB_LINES)
-    out = []
-    for line in source.split("\n"):
-        body = line.lstrip(" \t")
-        out.append(line[: len(line) - len(body)] + t(body) if body in stubs else line)
-    return "\n".join(out)
