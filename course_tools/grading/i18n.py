@@ -145,10 +145,8 @@ class EditionClearSolutions(ClearSolutions):
 def edition_release(assignment: str, notebook: str) -> list[Path]:
     """The student notebooks of ``assignment``/``notebook`` that the translated editions released
     (``pt_BR/notebooks/NN/NN.ipynb``), from the course checkout."""
-    try:
-        from course_tools.editions import LANGUAGES, edition_dir
-    except ImportError:   # before the editions module
-        from course_tools.translation import LANGUAGES, edition_dir  # type: ignore[no-redef]
+    from course_tools.editions import LANGUAGES, edition_dir
+
     paths = [edition_dir(lang, "notebooks") / assignment / f"{notebook}.ipynb" for lang in LANGUAGES]
     return [p for p in paths if p.is_file()]
 

@@ -56,13 +56,10 @@ class CourseOverwriteCells(OverwriteCells):
         key = (self.assignment_id, self.notebook_id)
         cache = getattr(self, "_edition_cache", {})
         if key not in cache:
-            from course_tools.editions import LANGUAGES, edition_dir
+            from course_tools.grading.i18n import edition_release
 
             texts: dict[str, set[tuple[str, str]]] = {}
-            for lang in LANGUAGES:
-                path = edition_dir(lang, "notebooks") / self.assignment_id / f"{self.notebook_id}.ipynb"
-                if not path.is_file():
-                    continue
+            for path in edition_release(self.assignment_id, self.notebook_id):
                 for c in nbformat.read(path, as_version=4).cells:
                     meta = c.get("metadata", {}).get("nbgrader", {})
                     if meta.get("grade_id") and meta.get("locked") and not meta.get("grade") and not meta.get("solution"):
