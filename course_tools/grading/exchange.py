@@ -151,6 +151,7 @@ class SafeCollect(ExchangeCollect):
 
     _receipts: dict[str, dict[str, Any]]
     refusals: list[Refusal]
+    _kept_count: int
 
     # ---------------------------------------------------------------- the exchange itself
 
@@ -228,6 +229,7 @@ class SafeCollect(ExchangeCollect):
         roster = self._roster()
         records: list[dict[str, Any]] = []
         self.refusals = []
+        self._kept_count = 0   # refusals[:_kept_count] are already copied aside and reported
         for name in sorted(os.listdir(self.inbound_path)):
             if name.startswith(".incoming-"):
                 continue    # the service is still receiving it
@@ -273,7 +275,8 @@ class SafeCollect(ExchangeCollect):
 
     def _keep_refused(self) -> None:
         """Copy each refused folder aside (regular files only) and append it to the report."""
-        pending = [r for r in self.refusals if not getattr(r, "_kept", False)]
+        pending = self.refusals[self._kept_count:]
+        self._kept_count = len(self.refusals)
         if not pending:
             return
         root = self._refused_root()
@@ -288,7 +291,6 @@ class SafeCollect(ExchangeCollect):
                     continue
         with report.open("a") as out:
             for r in pending:
-                r._kept = True  # type: ignore[attr-defined]
                 kept = hashlib.sha256(f"{r.folder}\0{r.changed}\0{r.reason}".encode("utf-8", "surrogateescape")
                                       ).hexdigest()[:16]
                 if kept in seen:
