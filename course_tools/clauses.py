@@ -83,39 +83,25 @@ def hidden_checks(source: str) -> list[tuple[int, str, list[str]]]:
             m = COMMENT_RE.search(tok.string)
             if m:
                 comments[tok.start[0]] = _ids(m.group(1))
-    calls: list[tuple[int, str]] = []
+    calls: list[tuple[int, int, str]] = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Call):
             f = node.func
             name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
             if name in CHECK_NAMES:
-                calls.append((node.lineno, name))
+                calls.append((node.lineno, node.end_lineno or node.lineno, name))
     out = []
-    for line, name in sorted(calls):
+    for line, end, name in sorted(calls):
         block = next(((a, b) for a, b in hidden if a < line < b), None)
         if block is None or any(a < line < b for a, b in reference):
             continue
-        # a comment on the call's own line, else the nearest clause comment above it in the block
-        # (a comment on the line of a multi-line call's closing bracket counts as well)
-        own = [n for n in comments if n >= line and n <= block[1] and _same_statement(lines, line, n)]
+        # a comment on one of the call's own lines (a multi-line call's closing line too), else the
+        # nearest clause comment above it in the block
+        own = [n for n in sorted(comments) if line <= n <= end]
         above = [n for n in comments if block[0] < n < line]
         clauses = comments[own[0]] if own else comments[max(above)] if above else []
         out.append((line, name, clauses))
     return out
-
-
-def _same_statement(lines: list[str], start: int, comment_line: int) -> bool:
-    """Whether ``comment_line`` still belongs to the call opened on ``start`` (brackets not yet closed)."""
-    if comment_line == start:
-        return True
-    depth = 0
-    for ln in range(start, comment_line):
-        code = lines[ln - 1].split("#", 1)[0]
-        depth += code.count("(") + code.count("[") + code.count("{")
-        depth -= code.count(")") + code.count("]") + code.count("}")
-        if depth <= 0:
-            return False
-    return True
 
 
 def chapter_rules(nb: nbformat.NotebookNode) -> set[str]:
