@@ -85,6 +85,7 @@ _NAMED_CHECKS = {"check_close": 0, "check_equal": 0, "check_shape": 0, "check_ty
                  "check_true": 1}
 # course_utils.grading's message templates written in test cells: msg("… {field} …", field=…), passed("…")
 _TEMPLATES = {"msg": 0, "passed": 0}
+_MESSAGE_ARGS = {**_NAMED_CHECKS, **_TEMPLATES}   # where each function takes the message a student reads
 
 
 class TranslationError(RuntimeError):
@@ -241,15 +242,17 @@ def _calls(source: str) -> list[tuple[str | None, ast.AST]]:
             for node in ast.walk(tree) if isinstance(node, (ast.Call, ast.Raise))]
 
 
-def _literal_arguments(source: str, positions: dict[str, int]) -> list[str]:
-    """The string literals a cell's code passes, at ``positions[fn]``, to the functions named there."""
-    return [s for fn, node in _calls(source) if fn in positions for s in [_string_at(node, positions[fn])] if s]
+def _literal_arguments(source: str) -> list[tuple[str, str]]:
+    """``(function, literal)``: the string literals a cell's code hands to the checks and to ``msg`` /
+    ``passed`` at the position :data:`_MESSAGE_ARGS` names."""
+    return [(fn, s) for fn, node in _calls(source) if fn in _MESSAGE_ARGS
+            for s in [_string_at(node, _MESSAGE_ARGS[fn])] if s]
 
 
 def check_names(source: str) -> list[str]:
     """The literal messages a cell's code hands to the checks (``check_close("name", ...)`` ...) and
     to :mod:`course_utils.grading`'s ``msg`` / ``passed``."""
-    return _literal_arguments(source, {**_NAMED_CHECKS, **_TEMPLATES})
+    return [s for _fn, s in _literal_arguments(source)]
 
 
 def untranslatable_messages(source: str) -> list[str]:
@@ -263,7 +266,7 @@ def untranslatable_messages(source: str) -> list[str]:
     out = []
     for fn, node in _calls(source.split("### BEGIN HIDDEN TESTS")[0]):
         if isinstance(node, ast.Call):
-            pos = {**_NAMED_CHECKS, **_TEMPLATES}.get(fn)
+            pos = _MESSAGE_ARGS.get(fn)
             if pos is not None and len(node.args) > pos:
                 arg = node.args[pos]
                 literal = isinstance(arg, ast.Constant) and isinstance(arg.value, str)
@@ -281,7 +284,7 @@ def untranslatable_messages(source: str) -> list[str]:
 
 def message_templates(source: str) -> list[str]:
     """The templates a cell's code hands to ``msg("…", field=…)`` (their ``{fields}`` filled at run time)."""
-    return _literal_arguments(source, {"msg": 0})
+    return [s for fn, s in _literal_arguments(source) if fn == "msg"]
 
 
 # Where a student-visible message is written outside a kernel (the autograder's verdicts, the feedback
@@ -318,12 +321,11 @@ def messages_template(root: Path | None = None):  # -> Catalog
         for i, cell in enumerate(nb.cells):
             if cell.cell_type != "code":
                 continue
-            templates = set(message_templates(cell.source))
-            for name in check_names(cell.source):
+            for fn, name in _literal_arguments(cell.source):
                 if name in cat:
                     cat[name].locations.append((f"{chapter}.ipynb", i))
                     continue
-                if "{" in name and name not in templates:   # braces outside msg(): not a template
+                if "{" in name and fn != "msg":   # braces outside msg(): not a template
                     continue
                 cat.add(name, locations=[(f"{chapter}.ipynb", i)],
                         flags=["python-brace-format"] if "{" in name else [])
