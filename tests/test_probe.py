@@ -75,6 +75,21 @@ def test_the_probe_runs_setup_statements_the_students_cells_and_the_probe_blocks
     assert "expect(" not in "".join(sources), "a reference block reached the probe"
 
 
+def test_a_cell_that_failed_in_the_students_kernel_is_not_probed_again(monkeypatch, tmp_path):
+    """The probe can only take points away: the autograder passes the cells that passed (``only``), and a
+    submission whose probed cells all failed starts no second kernel."""
+    from course_tools.grading import run
+
+    started = []
+    monkeypatch.setattr(run, "execute_sandboxed", lambda nb, *a, **k: started.append(nb) or nb)
+    assert probe.run_probe(_nb(), _nb(), tmp_path, only=set()) == ({}, {}, {})
+    assert started == [], "a kernel was started for cells that had already failed"
+    assert probe.run_probe(_nb(), _nb(), tmp_path, only={"test_ex1"})[2] == {"test_ex1": ["sklearn", "tokenizers"]}
+    assert len(started) == 1 and started[0].cells[-1].metadata["nbgrader"]["grade_id"] == "test_ex1"
+    # without ``only`` (the reference run), every probed cell
+    assert probe.run_probe(_nb(), _nb(), tmp_path)[2] == {"test_ex1": ["sklearn", "tokenizers"]}
+
+
 @pytest.mark.parametrize("bad, why", [
     ("### BEGIN PROBE WITHOUT x\nrecord('a', 1)\n### BEGIN HIDDEN TESTS\n### END PROBE\nrecord('b', 1)\n### END HIDDEN TESTS",
      "outside the hidden-test region"),

@@ -417,12 +417,9 @@ class VerifyRecords(NbGraderPreprocessor):
         refs = self._references(source, root)
         # what the student reads is in the language of the submission's edition (course_tools/grading/i18n.py)
         _t = translator(notebook_language(nb))
-        # exercises that must be written without a library: recorded again where it does not exist
-        workdir = Path(resources.get("metadata", {}).get("path") or ".")
-        cell_timeout = self.config.Execute.get("timeout", 120) if "Execute" in self.config else 120
-        probe_recs, probe_errors, plan = run_probe(nbformat.read(source, as_version=4), nb, workdir,
-                                                   timeout=min(120, int(cell_timeout or 120)),
-                                                   config=self.config, log=self.log)
+        # the records of each test cell, checked against the reference (outputs of the kernel kept apart)
+        # grade id -> (outputs kept, what differs, number of checks, failed in the student's kernel)
+        verified: dict[str, tuple[list[Any], list[Any], int, bool]] = {}
         for cell in nb.cells:
             if not _is_test_cell(cell):
                 continue
@@ -438,6 +435,24 @@ class VerifyRecords(NbGraderPreprocessor):
                     kept.append(out)
             try:
                 detailed, n = verify_cell_detailed(recs, refs[gid], _t)
+            except (KeyError, RecordError) as exc:
+                raise RuntimeError(f"no usable reference records for test cell {gid}: {exc}") from exc
+            failed_here = bool(detailed) or any(o.get("output_type") == "error" for o in kept)
+            verified[gid] = (kept, detailed, n, failed_here)
+        # exercises that must be written without a library: recorded again where it does not exist, for
+        # the cells that passed here (the probe can only take points away: it is not run for the others)
+        workdir = Path(resources.get("metadata", {}).get("path") or ".")
+        cell_timeout = self.config.Execute.get("timeout", 120) if "Execute" in self.config else 120
+        probe_recs, probe_errors, plan = run_probe(nbformat.read(source, as_version=4), nb, workdir,
+                                                   timeout=min(120, int(cell_timeout or 120)),
+                                                   config=self.config, log=self.log,
+                                                   only={g for g, v in verified.items() if not v[3]})
+        for cell in nb.cells:
+            if not _is_test_cell(cell):
+                continue
+            gid = _meta(cell).get("grade_id")
+            kept, detailed, n, _ = verified[gid]
+            try:
                 problems = [full for full, _ in detailed]
                 safe = [for_student for _, for_student in detailed]
                 if gid in plan:

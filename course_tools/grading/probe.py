@@ -136,9 +136,13 @@ def errors_by_cell(nb: Any) -> dict[str, list[str]]:
 
 
 def run_probe(source_nb: Any, submission_nb: Any, workdir: Path, *, timeout: int = 120, config: Any = None,
-              log: Any = None) -> tuple[dict[str, list[Any]], dict[str, list[str]], dict[str, list[str]]]:
+              log: Any = None, only: set[str] | None = None
+              ) -> tuple[dict[str, list[Any]], dict[str, list[str]], dict[str, list[str]]]:
     """Execute the probe in a sandboxed kernel with the planned packages removed.
 
+    ``only``: probe these test cells alone (the autograder passes the cells that passed in the
+    student's kernel: the probe can only take points away, so a cell that already failed needs no
+    second kernel, and a submission whose probed cells all failed starts none).
     Returns ``(records by grade id, errors by grade id, plan)``; empty when nothing is probed.
     """
     from traitlets import List as TList
@@ -148,6 +152,8 @@ def run_probe(source_nb: Any, submission_nb: Any, workdir: Path, *, timeout: int
     from course_tools.grading.sandbox import SandboxedKernelManager
 
     plan = probe_plan(source_nb)
+    if only is not None:
+        plan = {gid: packages for gid, packages in plan.items() if gid in only}
     if not plan:
         return {}, {}, {}
     packages = sorted({p for pkgs in plan.values() for p in pkgs})
