@@ -308,7 +308,7 @@ def next_token_logits(model, input_ids):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex1_logits", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-from course_utils.grading import check_close, check_shape
+from course_utils.grading import check_close, check_shape, passed
 
 _ids1 = tok("To be, or not to be, that is the", return_tensors="pt")["input_ids"]
 with torch.no_grad():
@@ -316,7 +316,7 @@ with torch.no_grad():
     _ref1 = model(input_ids=_ids1).logits[:, -1]
 check_shape("next_token_logits(model, input_ids)", _mine1, (1, model.config.vocab_size))
 check_close("next-token logits (compared with model(input_ids).logits[:, -1])", _mine1, _ref1, atol=1e-4, rtol=1e-5)
-print("visible tests passed")
+passed("visible tests passed")
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 import copy as _copy
@@ -402,7 +402,7 @@ def softmax(logits):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex2_softmax", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-from course_utils.grading import check_close, check_shape
+from course_utils.grading import check_close, check_shape, passed
 
 check_close("softmax([2.0, 1.0, 0.5]) (seed 000's example)", softmax(torch.tensor([2.0, 1.0, 0.5], dtype=torch.float64)),
             torch.tensor([0.62853172, 0.23122390, 0.14024438], dtype=torch.float64), atol=1e-7, rtol=0)
@@ -412,7 +412,7 @@ check_shape("softmax of the logits of every position", softmax(_u2), tuple(_u2.s
 check_close("softmax of the model's logits, all positions (vs torch.softmax)", softmax(_u2), torch.softmax(_u2, dim=-1),
             atol=1e-6, rtol=1e-4)
 check_close("row sums of softmax(logits)", softmax(_u2).sum(dim=-1), torch.ones(_u2.shape[0]), atol=1e-5, rtol=0)
-print("visible tests passed")
+passed("visible tests passed")
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import record, switched_off
@@ -563,7 +563,7 @@ def logit_lens(model, input_ids):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex3_logit_lens", "locked": true, "points": 4, "schema_version": 3, "solution": false, "task": false}
-from course_utils.grading import check_close, check_shape
+from course_utils.grading import check_close, check_shape, msg, passed
 
 _ids3 = tok("To be, or not to be, that is the", return_tensors="pt")["input_ids"]
 _L3 = model.config.n_layer
@@ -571,11 +571,11 @@ with torch.no_grad():
     _lens3 = logit_lens(model, _ids3)
     _o3 = model(input_ids=_ids3, output_hidden_states=True)
 check_shape("logit_lens(model, input_ids)", _lens3, (_L3 + 1, _ids3.shape[1], model.config.vocab_size))
-check_close(f"last row of the lens (layer {_L3}) vs the model's logits", _lens3[-1], _o3.logits[0], atol=2e-4, rtol=1e-4)
+check_close(msg("last row of the lens (layer {layer}) vs the model's logits", layer=_L3), _lens3[-1], _o3.logits[0], atol=2e-4, rtol=1e-4)
 with torch.no_grad():
     _row0 = model.lm_head(model.transformer.ln_f(_o3.hidden_states[0]))[0]
 check_close("row 0 of the lens (ln_f, then the head, on hidden_states[0])", _lens3[0], _row0, atol=2e-4, rtol=1e-4)
-print("visible tests passed")
+passed("visible tests passed")
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 import copy as _copy

@@ -260,15 +260,15 @@ def apply_temperature(logits, temperature):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex1_temperature", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-from course_utils.grading import check_close, check_equal, check_true
+from course_utils.grading import check_close, check_equal, check_true, msg, passed
 _z = torch.tensor([[2.0, 1.0, 0.5, -1.0]])
 check_close("apply_temperature(z, 0.5)", apply_temperature(_z, 0.5), torch.tensor([[4.0, 2.0, 1.0, -2.0]]))
 try:
     apply_temperature(_z, 0.0)
-    raise AssertionError("apply_temperature(z, 0.0) must raise ValueError")
+    raise AssertionError(msg("apply_temperature(z, 0.0) must raise ValueError"))
 except ValueError:
     pass
-print("Visible tests passed.")
+passed()
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 ### BEGIN PROBE WITHOUT transformers
@@ -339,13 +339,13 @@ def top_k_filter(logits, k, min_tokens_to_keep=1, filter_value=float("-inf")):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex2_top_k", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-from course_utils.grading import check_close, check_equal, check_true
+from course_utils.grading import check_close, check_equal, check_true, passed
 _z = torch.tensor([[3.0, 1.0, 2.0, 0.5, -1.0]])
 _inf = float("-inf")
 check_equal("top_k_filter(z, 2)", top_k_filter(_z, 2).tolist(), [[3.0, _inf, 2.0, _inf, _inf]])
 check_equal("top_k_filter([1, 2, 2, 2, 0], 2): ties with the 2nd largest are kept",
             top_k_filter(torch.tensor([[1.0, 2.0, 2.0, 2.0, 0.0]]), 2).tolist(), [[_inf, 2.0, 2.0, 2.0, _inf]])
-print("Visible tests passed.")
+passed()
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 ### BEGIN PROBE WITHOUT transformers
@@ -422,7 +422,7 @@ def top_p_filter(logits, top_p, min_tokens_to_keep=1, filter_value=float("-inf")
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex3_top_p", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-from course_utils.grading import check_close, check_equal, check_true
+from course_utils.grading import check_close, check_equal, check_true, passed
 _inf = float("-inf")
 _z = torch.tensor([[2.0, 1.0, 0.5, -1.0]])          # probabilities [0.61, 0.22, 0.14, 0.03]
 check_equal("top_p_filter(z, 0.6) keeps only the top token", top_p_filter(_z, 0.6).tolist(), [[2.0, _inf, _inf, _inf]])
@@ -434,7 +434,7 @@ check_equal("top_p_filter([[0.5, 2, -1, 1]], 0.9): the mask put back in vocabula
 check_equal("tokens kept by top_p_filter(zeros(1, 4), p) for p = 0.75, 0.5 (the position where c equals 1 - p "
             "exactly is removed: c <= 1 - p)",
             [int(torch.isfinite(top_p_filter(torch.zeros(1, 4), _p)).sum()) for _p in (0.75, 0.5)], [3, 2])
-print("Visible tests passed.")
+passed()
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 ### BEGIN PROBE WITHOUT transformers
@@ -521,7 +521,7 @@ def process_logits(logits, temperature=1.0, top_k=None, top_p=None, min_tokens_t
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex4_pipeline", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-from course_utils.grading import check_close, check_equal, check_true
+from course_utils.grading import check_close, check_equal, check_true, msg, passed
 _g = torch.Generator().manual_seed(4)
 _x = torch.randn(4, 100, generator=_g) * 2
 _ref = LogitsProcessorList([TemperatureLogitsWarper(0.5), TopPLogitsWarper(0.8)])(None, _x.clone())
@@ -531,12 +531,13 @@ _diff = [(r, sorted(set(torch.nonzero(~torch.isinf(_out[r])).flatten().tolist())
          for r in range(_x.shape[0])]
 _diff = [(r, d) for r, d in _diff if d]
 check_true(not _diff,
-           "tau=0.5, top_p=0.8: the tokens kept differ from the library's" + "".join(
-               f"; row {r}: yours keeps {sorted(i for i in d if not torch.isinf(_out[r, i]))}, the library keeps "
-               f"{sorted(i for i in d if not torch.isinf(_ref[r, i]))} (token ids)" for r, d in _diff[:2])
-           + " (is the temperature applied first? are the kept positions put back in vocabulary order?)")
+           msg("tau=0.5, top_p=0.8: the tokens kept differ from the library's{rows} (is the temperature applied first? "
+               "are the kept positions put back in vocabulary order?)", rows="".join(
+               msg("; row {row}: yours keeps {yours}, the library keeps {theirs} (token ids)", row=r,
+                   yours=sorted(i for i in d if not torch.isinf(_out[r, i])),
+                   theirs=sorted(i for i in d if not torch.isinf(_ref[r, i]))) for r, d in _diff[:2])))
 check_close("process_logits(x, 0.5, top_p=0.8) kept values", _out[~torch.isinf(_out)], _ref[~torch.isinf(_ref)], atol=1e-5)
-print("Visible tests passed.")
+passed()
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 ### BEGIN PROBE WITHOUT transformers
@@ -629,7 +630,7 @@ def sample_generate(model, input_ids, max_new_tokens, temperature=1.0, top_k=Non
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex5_sampler", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-from course_utils.grading import check_equal, check_true
+from course_utils.grading import check_equal, check_true, passed
 _m = tiny_gpt2(seed=1, init=0.2)     # peaked next-token distributions: the temperature changes the draws
 _ids = torch.tensor([[3, 14, 15, 92, 65]])
 torch.manual_seed(123)
@@ -639,7 +640,7 @@ torch.manual_seed(123)
 _out = sample_generate(_m, _ids, 12, temperature=0.6)
 check_equal("sample_generate(temperature=0.6) vs generate(do_sample=True, temperature=0.6, top_k=None), same seed",
             _out.tolist(), _ref.tolist())
-print("Visible tests passed.")
+passed()
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 # The contract fixes how the random generator is used (one torch.multinomial(probs, 1) per step on
@@ -829,7 +830,7 @@ def greedy_generate_cached(model, input_ids, max_new_tokens):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex6_cache", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-from course_utils.grading import check_close, check_equal, check_true
+from course_utils.grading import check_close, check_equal, check_true, passed
 _m = tiny_gpt2(seed=3)
 _ids = torch.tensor([[11, 22, 33, 44, 55, 66, 77]])
 _ref = _m.generate(_ids, attention_mask=torch.ones_like(_ids), do_sample=False, max_new_tokens=10, pad_token_id=0)
@@ -843,7 +844,7 @@ finally:
 check_equal("tokens given to each forward pass by greedy_generate_cached(prompt of 7, 5 new tokens): the prompt "
             "once, then 1 per pass", _seen, [7, 1, 1, 1, 1])
 del _seen, _h
-print("Visible tests passed.")
+passed()
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import record
@@ -943,12 +944,12 @@ def distinct_n(tokens, n):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex7_distinct", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-from course_utils.grading import check_close
+from course_utils.grading import check_close, passed
 check_close("distinct_n([1, 2, 1, 2, 1], 2)  (bigrams 12 21 12 21: 2 distinct of 4)", distinct_n([1, 2, 1, 2, 1], 2), 0.5)
 check_close("distinct_n(list('abcd'), 1)", distinct_n(list("abcd"), 1), 1.0)
 check_close("distinct_n([1, 12, 11, 2], 2)  (bigrams (1, 12) (12, 11) (11, 2): 3 distinct of 3; the n-grams are "
             "tuples of items, not their digits run together)", distinct_n([1, 12, 11, 2], 2), 1.0)
-print("Visible tests passed.")
+passed()
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import outcome, record
@@ -1546,7 +1547,7 @@ def attend_with_cache(q, k, v, cache=None):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex8_attend_cache", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-from course_utils.grading import check_close, check_equal
+from course_utils.grading import check_close, check_equal, passed
 _g = torch.Generator().manual_seed(8)
 _q, _k, _v = (torch.randn(1, 2, 6, 8, generator=_g, dtype=torch.float64) for _ in range(3))
 _full = torch.nn.functional.scaled_dot_product_attention(_q, _k, _v, is_causal=True)   # no cache: all 6 at once
@@ -1562,7 +1563,7 @@ check_close("attend_with_cache(4 tokens, cache=None): a prefill, causal over the
 _o6, _ = attend_with_cache(_q[:, :, 4:], _k[:, :, 4:], _v[:, :, 4:], _c4)
 check_close("attend_with_cache(2 new tokens, cache of 4): positions 4 and 5 of the causal attention", _o6,
             _full[:, :, 4:], atol=1e-10)
-print("Visible tests passed.")
+passed()
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 import torch

@@ -195,10 +195,10 @@ def dequantize_symmetric(q, delta):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex1_symmetric", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-from course_utils.grading import check_close, check_equal, check_true
+from course_utils.grading import check_close, check_equal, check_true, msg, passed
 
 _q, _d = quantize_symmetric(torch.tensor([0.16328]), 4, alpha=0.2)
-check_true(isinstance(_d, float), f"delta must be a Python float, got {type(_d).__name__}.")
+check_true(isinstance(_d, float), msg("delta must be a Python float, got {kind}.", kind=type(_d).__name__))
 check_close("delta for alpha=0.2, 4 bits (alpha / 7)", _d, 0.2 / 7, atol=1e-9)
 check_true(isinstance(_q, torch.Tensor) and _q.dtype == torch.int8, "q must be an int8 tensor.")
 check_equal("q of w = 0.16328 (w/delta = 5.7148 rounds to 6)", _q.tolist(), [6])
@@ -211,7 +211,7 @@ check_close("delta for 8 bits with the default alpha = max|w| = 1 (1/127)", _d8,
 check_equal("q for 8 bits", _q8.tolist(), [127, -64, 32])
 _q, _ = quantize_symmetric(torch.tensor([0.5, 1.5, 2.5, -2.5, 3.5]), 4, alpha=7.0)   # delta = 1: w / delta is exactly half-way
 check_equal("q of [0.5, 1.5, 2.5, -2.5, 3.5] with alpha=7, 4 bits (halves round to EVEN: torch.round)", _q.tolist(), [0, 2, 2, -2, 4])
-print("Visible tests passed.")
+passed()
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import outcome, record
@@ -358,14 +358,14 @@ def blockwise_absmax_quantize(x, blocksize, n_bits=8):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex2_blockwise", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-from course_utils.grading import check_close, check_equal, check_shape, check_true
+from course_utils.grading import check_close, check_equal, check_shape, check_true, msg, passed
 
 _x = torch.tensor([[0.5, -1.0, 0.25, 0.0], [100.0, 50.0, -25.0, 10.0]])
 _q, _a = blockwise_absmax_quantize(_x, 4)
 check_true(isinstance(_q, torch.Tensor) and _q.dtype == torch.int8, "q must be an int8 tensor.")
 check_shape("q", _q, (2, 4))
 check_shape("absmax (one per block of 4 values)", _a, (2,))
-check_true(_a.dtype == torch.float32, f"absmax must be float32, got {_a.dtype}.")
+check_true(_a.dtype == torch.float32, msg("absmax must be float32, got {dtype}.", dtype=_a.dtype))
 check_close("absmax per block (not one for the whole tensor)", _a, [1.0, 100.0], atol=0)
 check_equal("q, blocksize 4, 8 bits", _q.tolist(), [[64, -127, 32, 0], [127, 64, -32, 13]])
 _q2, _a2 = blockwise_absmax_quantize(_x, 2, n_bits=4)
@@ -373,7 +373,7 @@ check_close("absmax with blocksize 2", _a2, [1.0, 0.25, 100.0, 25.0], atol=0)
 check_equal("q, blocksize 2, 4 bits", _q2.tolist(), [[4, -7, 7, 0], [7, 4, -7, 3]])
 _q3, _ = blockwise_absmax_quantize(torch.tensor([127.0, 0.5, 1.5, 2.5, -2.5]), 5)       # L / absmax = 1: exact halves
 check_equal("q of [127, 0.5, 1.5, 2.5, -2.5], blocksize 5, 8 bits (halves round to EVEN)", _q3.tolist(), [127, 0, 2, 2, -2])
-print("Visible tests passed.")
+passed()
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import outcome, record
@@ -542,7 +542,7 @@ def nf4_quantize(x, blocksize=64):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex3_nf4", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
-from course_utils.grading import check_close, check_equal, check_shape, check_true, outcome
+from course_utils.grading import check_close, check_equal, check_shape, check_true, outcome, passed
 
 _x = torch.tensor([1.0, -1.0, 0.0, 0.5, -0.2, 0.08, 0.7, -0.7])
 _p, _a = nf4_quantize(_x, blocksize=8)
@@ -565,7 +565,7 @@ check_equal("packed byte of [0.449935644865036, 0.054107122123241425] (x * (1 / 
             _pd.tolist(), [15 << 4 | 9])
 check_equal("nf4_quantize(x of 96 values, blocksize=3) (odd: must raise ValueError)",
             outcome(nf4_quantize, torch.randn(96), blocksize=3), "raises ValueError")
-print("Visible tests passed.")
+passed()
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import outcome, record
@@ -725,7 +725,7 @@ def decode_q4_1_block(block):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex4_q4_1", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-from course_utils.grading import check_close, check_equal, check_shape, check_true
+from course_utils.grading import check_close, check_equal, check_shape, check_true, msg, passed
 
 _blk = np.zeros(20, dtype=np.uint8)
 _blk[0:2] = np.array([0.5], dtype=np.float16).view(np.uint8)     # d = 0.5
@@ -735,14 +735,14 @@ _blk[19] = 0xF0                                                 # element 15: q=
 _out = decode_q4_1_block(_blk)
 check_true(isinstance(_out, np.ndarray), "decode_q4_1_block must return a NumPy array.")
 check_shape("decoded block", _out, (32,))
-check_true(_out.dtype == np.float32, f"the decoded values must be float32, got {_out.dtype}.")
+check_true(_out.dtype == np.float32, msg("the decoded values must be float32, got {dtype}.", dtype=_out.dtype))
 check_close("element 0 (low nibble of byte 4: q=1 -> 0.5*1 - 2)", _out[0], -1.5, atol=0)
 check_close("element 16 (high nibble of byte 4: q=3 -> 0.5*3 - 2)", _out[16], -0.5, atol=0)
 check_close("element 31 (high nibble of the last byte: q=15)", _out[31], 5.5, atol=0)
 check_close("element 1 (q=0 -> m)", _out[1], -2.0, atol=0)
 _ref0 = gguf.quants.dequantize(BLOCK0, GGMLQuantizationType.Q4_1).reshape(-1)
 check_close("first block of blk.0.attn_q.weight vs gguf.quants.dequantize", decode_q4_1_block(BLOCK0), _ref0, atol=0)
-print("Visible tests passed.")
+passed()
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import record
@@ -994,16 +994,16 @@ def bits_per_weight(code_bits, blocksize, block_bits, dq_blocksize=None):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex5_bits", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-from course_utils.grading import check_close, check_equal, check_true, outcome
+from course_utils.grading import check_close, check_equal, check_true, outcome, msg, passed
 
 _b = bits_per_weight(4, 64, [32])
-check_true(isinstance(_b, float), f"bits_per_weight must return a Python float, got {type(_b).__name__}.")
+check_true(isinstance(_b, float), msg("bits_per_weight must return a Python float, got {kind}.", kind=type(_b).__name__))
 check_close("bits_per_weight(4, 64, [32]): NF4 with a float32 absmax per 64 weights", _b, 4.5, atol=1e-12)
 check_close("bits_per_weight(4, 32, [16, 16]): GGUF Q4_1 (float16 d and m per 32 weights)", bits_per_weight(4, 32, [16, 16]), 5.0, atol=1e-12)
 check_close("bits_per_weight(4, 64, [8], 256): NF4 with double quantization", bits_per_weight(4, 64, [8], 256), 4 + 8 / 64 + 32 / (64 * 256), atol=1e-12)
 check_close("bits_per_weight(4, 64, []): no number stored per block", bits_per_weight(4, 64, []), 4.0, atol=1e-12)
 check_equal("bits_per_weight(4, 0, [32]) (blocksize below 1: must raise ValueError)", outcome(bits_per_weight, 4, 0, [32]), "raises ValueError")
-print("Visible tests passed.")
+passed()
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import outcome, record

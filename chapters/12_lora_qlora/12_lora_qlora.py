@@ -284,7 +284,7 @@ class LoRALinear(nn.Module):
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_ex1_lora_init", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-from course_utils.grading import check_close, check_equal, check_shape, check_true
+from course_utils.grading import check_close, check_equal, check_shape, check_true, msg
 torch.manual_seed(0)
 _lin = nn.Linear(6, 4)
 _layer = LoRALinear(_lin, r=2, alpha=4)
@@ -298,7 +298,7 @@ _x = torch.randn(3, 6)
 check_close("LoRALinear(x) at init", _layer(_x), _lin(_x), atol=1e-7)
 try:
     LoRALinear(nn.Linear(6, 4), r=0)
-    raise AssertionError("r=0 must raise ValueError")
+    raise AssertionError(msg("r=0 must raise ValueError"))
 except ValueError:
     pass
 ### BEGIN HIDDEN TESTS
