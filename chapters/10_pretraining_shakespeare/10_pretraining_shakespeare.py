@@ -1166,10 +1166,10 @@ print(f"parameters: untied {count_parameters(runs_attn[0][0]):,} | tied {count_p
 # * **after the end**, $k > S$: stay at the floor, $\eta(k) = \eta_\text{min}$. <!-- clause: after-end -->
 #
 # Return the rate as a number (a Python `float`). You may assume integers $0 \le w < S$ and $k \ge 0$,
-# and $0 \le \eta_\text{min} \le \eta_\text{peak}$: no input checks are needed. Up to the end this
-# is what `transformers.get_cosine_with_min_lr_schedule_with_warmup` multiplies the optimizer's rate
-# by (the hidden tests compare with it); nanoGPT's `get_lr` is the same schedule, with a warm-up that
-# starts one step later.
+# and $0 \le \eta_\text{min} \le \eta_\text{peak}$: no input checks are needed. Up to the end
+# ($k \le S$) this rate is `peak_lr` times the factor by which
+# `transformers.get_cosine_with_min_lr_schedule_with_warmup` multiplies the optimizer's rate (the hidden
+# tests compare with it); nanoGPT's `get_lr` is the same schedule, with a warm-up that starts one step later.
 
 # %% nbgrader={"grade": false, "grade_id": "ex4_lr_schedule", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def lr_schedule(step, peak_lr, warmup_steps, total_steps, min_lr=0.0):
@@ -1260,7 +1260,7 @@ del _opt, _lam, _ref
 # %% [markdown]
 # **How many tokens per parameter?** A run's length is best read against the model's size.
 # Chinchilla (Hoffmann et al., 2022) found that, for a fixed compute budget, a model should see
-# about 20 training tokens per parameter[^q]. This chapter's runs are far shorter than that:
+# about 20 training tokens per parameter. This chapter's runs are far shorter than that:
 
 # %% nbgrader={"grade": false, "grade_id": "tokens_per_param", "locked": true, "schema_version": 3, "solution": false, "task": false} tags=["nbval-check-output"]
 CHINCHILLA_TOKENS_PER_PARAM = 20    # Hoffmann et al. (2022), "Training Compute-Optimal Large Language Models" (quoted)
