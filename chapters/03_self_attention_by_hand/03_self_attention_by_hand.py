@@ -1380,8 +1380,9 @@ plt.show()
 # * **§2.10.5's claim that pre-norm eases the flow of gradients** in deep stacks: Part E follows the
 #   forward scale of the residual stream, not gradients or training stability, which would need
 #   training deep models for many steps.
-# * **Learned projections in the hand examples.** As in §2.8.5, $W_Q = W_K = W_V = I$ there; learned
-#   weights appear only in the random-weight checks against PyTorch and in chapter 02's BERT.
+# * **Learned projections in the hand examples.** As in §2.8.5, $W_Q = W_K = W_V = I$ there; other
+#   projections appear only in the checks against PyTorch (random weights, not learned ones) and
+#   learned ones in chapter 02's BERT.
 # * **Fused attention kernels** (FlashAttention, which the book names only in §4.2.3): Part F measures
 #   the memory of PyTorch's fused kernel but does not implement its tiled online softmax, a GPU-kernel
 #   engineering topic.

@@ -98,7 +98,7 @@ for d_k in (16, 1024):
 
 # %% [markdown]
 # With $d_k = 1024$ the unscaled row is one-hot: the softmax is **saturated** and the query
-# "sees" a single key. After the division both rows are equally soft, whatever $d_k$: no row is
+# "sees" a single key. After the division both rows are soft, whatever $d_k$: no row is
 # one-hot, every key gets some weight, and the largest weight is 0.215 for $d_k = 16$ and 0.45 for
 # $d_k = 1024$.
 #

@@ -849,8 +849,9 @@ assert diff < 1e-5
 # ### Exercise 5 — `moe_param_counts` (2 points)
 #
 # Count the parameters of a `MixtralForCausalLM` from its config alone, with a formula (no model
-# instantiation). Per layer: attention $W_q, W_k, W_v, W_o$ without biases (grouped-query
-# attention: $W_k$ and $W_v$ have `num_key_value_heads * head_dim` outputs; `head_dim` is
+# instantiation). Per layer: attention $W_q, W_k, W_v, W_o$ without biases ($W_q$ has
+# `num_attention_heads * head_dim` outputs and $W_o$ as many inputs, $d$ only when `head_dim` is
+# $d / H$; grouped-query attention: $W_k$ and $W_v$ have `num_key_value_heads * head_dim` outputs; `head_dim` is
 # `config.head_dim`, or `hidden_size // num_attention_heads` when that is `None`), two RMSNorm
 # weight vectors, the router $W_g$, and $E$ SwiGLU experts of $3\,d\,d_{ff}$ parameters each.
 # Plus the token embedding, a final RMSNorm and the output head (which reuses the embedding

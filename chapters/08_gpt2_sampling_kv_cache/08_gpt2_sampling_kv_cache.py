@@ -800,7 +800,7 @@ print(f"gpt2-small KV cache at 1024 tokens, batch 1, float32: 2*layers*heads*hea
 
 # %% [markdown]
 # ### Exercise 6 — greedy decoding with `past_key_values` (2 points)
-# Write greedy decoding (argmax at every step) that uses the cache: the first forward pass gets the
+# Write greedy decoding (argmax at every step) that uses the cache, one forward pass per new token: the first pass gets the
 # whole prompt, every later pass gets **only the last generated token** plus the cache returned by
 # the previous pass (`model(input_ids=..., past_key_values=..., use_cache=True)`; the model
 # advances positions from the cache by itself). The tokens must equal

@@ -410,7 +410,8 @@ print(f"distinct training characters ever used as a target: {_seen.mean():.1%} "
 #   `self.out_proj = nn.Linear(C, C)`, and no others; <!-- clause: parameters --> raise a `ValueError`
 #   if $C$ is not divisible by $H$;
 # * `forward(x)`: `x` of shape $(B, T, C)$ gives an output of the same shape and the same dtype
-#   (a 16-bit input stays 16-bit), <!-- clause: shape-dtype --> `x` left unchanged; <!-- clause: unchanged-input -->
+#   (a module converted to 16 bits, e.g. with `.to(torch.bfloat16)`, turns a 16-bit input into a
+#   16-bit output: no mask or constant made in float32 may promote it), <!-- clause: shape-dtype --> `x` left unchanged; <!-- clause: unchanged-input -->
 #   position $t$ attends to positions $0..t$ only, head $h$ uses
 #   features $h\,C/H, \dots, (h+1)\,C/H - 1$, scores scaled by $1/\sqrt{C/H}$; <!-- clause: value -->
 #   raise a `ValueError` if `x` is not 3-D or its last dimension is not $C$; <!-- clause: bad-x-raises -->

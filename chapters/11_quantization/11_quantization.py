@@ -321,7 +321,9 @@ print("max |Q(W) - W| over the book's head W:", round(float((dequantize_symmetri
 #
 # Write `blockwise_absmax_quantize(x, blocksize, n_bits=8)`: flatten `x` (row-major), cut it into blocks of
 # `blocksize` consecutive values, give each block its absmax (`float32`) and code every value as
-# $\operatorname{round}(x \cdot L / \text{absmax})$ with $L = 2^{n-1} - 1$, computed in `float32`. <!-- clause: value -->
+# $\operatorname{round}(x \cdot (L / \text{absmax}))$ with $L = 2^{n-1} - 1$, computed in `float32`: the block's
+# factor $L / \text{absmax}$ first, then one product per value (the order decides which values land
+# exactly on a half). <!-- clause: value -->
 # `x` may also be `float16` or `bfloat16`: convert it to `float32` first. <!-- clause: half-precision -->
 # Round with `torch.round`, which rounds halves to even. <!-- clause: halves-even -->
 # A block of zeros has absmax 0 and codes 0. <!-- clause: zero-block -->
