@@ -17,7 +17,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 TEST_THREADS ?= 1
 TEST_ENV := HF_HUB_OFFLINE=1 LLM_COURSE_OFFLINE=1 LLM_COURSE_CI=1 TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS=$(TEST_THREADS)
 
-.PHONY: lab grade-lab caches test install doctor solutions release check-release selftest clean venv-check
+.PHONY: lab grade-lab hub hub-proxy caches test install doctor solutions release check-release selftest clean venv-check
 
 # make keeps an existing .venv: `make install PYTHON=/usr/bin/python3` over a .venv made by another
 # interpreter would silently do nothing. This check stops with what to run (make clean first), and
@@ -74,13 +74,27 @@ grade-lab: install
 	  --ServerApp.root_dir="$(COURSE_ROOT)" $(if $(GRADE_LAB_CONFIG),--config="$(abspath $(GRADE_LAB_CONFIG))") \
 	  $(ROOT_ARG) $(GRADE_LAB_ARGS)
 
+# The class on a JupyterHub (README "Run the class on a JupyterHub"): as root, with the course root
+# owned by the instructor's account: make hub COURSE_ROOT=/home/prof/course HUB_ARGS="--port 8000".
+# The hub's proxy, configurable-http-proxy, comes from npm at the version hub/package-lock.json pins.
+HUB_PROXY := hub/node_modules/.bin/configurable-http-proxy
+HUB_STATE ?= /srv/llm-course-hub
+HUB_ARGS ?=
+$(HUB_PROXY): hub/package.json hub/package-lock.json
+	@command -v npm >/dev/null || { echo "npm not found: apt-get install nodejs npm"; exit 2; }
+	npm ci --prefix hub --no-audit --no-fund --loglevel=error
+	@touch $(HUB_PROXY)
+hub-proxy: $(HUB_PROXY)
+hub: install $(HUB_PROXY)
+	$(VENV)/bin/llm-course class-hub up --course-root "$(COURSE_ROOT)" --state "$(HUB_STATE)" $(HUB_ARGS)
+
 # Two workers; --dist loadscope keeps each notebook's cells (and each chapter's round trip) in one worker.
 # --no-loadscope-reorder keeps the order of tests/_budget.py: the longest scopes (tests/slow_tests.toml)
 # start first, on different workers (xdist's own reorder, by number of tests, started the one-test
 # round trips last). The time budget of every test is tests/slow_tests.toml (README, "For maintainers");
 # --durations-min=30 prints every phase of 30 s or more, what that file's entries are taken from.
 JOBS ?= 2
-test: $(STAMP)
+test: $(STAMP) $(HUB_PROXY)
 	@# build the course's Shakespeare GPT-2 and convert the packaged SmolLM2 once (no-ops when
 	@# cached) before the parallel tests need them
 	$(TEST_ENV) $(VENV)/bin/llm-course prefetch --offline

@@ -19,6 +19,7 @@ autograde NN    nbgrader autograde of every submission of NN, --jobs N at once, 
 hub-sim DIR     write a simulated Hugging Face hub: the four model names at their real configurations
 cluster ...     grade a class as Slurm job arrays, one merge job the only gradebook writer
 exchange ...    the class's exchange: init, the submission service (serve), check, client-config
+class-hub ...   the class on a JupyterHub (PAM accounts, JupyterLab, Formgrader): config, up
 """
 from __future__ import annotations
 
@@ -463,6 +464,9 @@ def main(argv: list[str] | None = None) -> int:
     from .exchange_service.commands import add_parser as add_exchange_parser
 
     add_exchange_parser(sub)  # llm-course exchange init|serve|check|client-config
+    from .class_hub.commands import add_parser as add_class_hub_parser
+
+    add_class_hub_parser(sub)  # llm-course class-hub config|up
     args = parser.parse_args(argv)
     if args.cmd in PRIVATE_COMMANDS:
         _secure(args)

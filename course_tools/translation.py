@@ -344,7 +344,8 @@ def templates(root: Path | None = None) -> dict[str, object]:
 README_DOMAIN = "README"
 # The sections of README.md the edition carries (each from its heading to the next heading).
 README_SECTIONS = ("Quick start", "Editions", "For students", "For instructors", "A class, step by step",
-                   "What the course guarantees about the exchange", "A class larger than one machine")
+                   "What the course guarantees about the exchange", "Run the class on a JupyterHub",
+                   "A class larger than one machine")
 _HEADING_RE = re.compile(r"^(#{1,6})\s+(.*?)\s*$")
 
 

@@ -1,0 +1,338 @@
+"""The class on a JupyterHub (``llm-course class-hub up``; README "Run the class on a JupyterHub").
+
+One hub for the module, on loopback: an instructor owning a course root and two students, real
+accounts logging in with their Unix passwords (PAM). Everything a person does here goes through the
+hub with her own cookie: the student's server, the Assignments tab's endpoints (fetch, validate,
+submit, fetch feedback), the instructor's Formgrader endpoints (collect, autograde, a hand grade,
+feedback) — the ones the buttons call.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from _classroom import AID, MAX_AUTO, RIGHT, RUNUSER, VENV_BIN, answered
+from _hub import class_hub
+
+root_only = pytest.mark.skipif(os.geteuid() != 0, reason="creates accounts and starts servers as them (root)")
+# make test installs the proxy (npm ci --prefix hub) and .ci/run installs Node where it is missing
+pytestmark = [root_only]
+COURSE_ID = "llm-course"
+
+
+@pytest.fixture(scope="module")
+def hub():
+    base = Path(tempfile.mkdtemp(prefix="llmc-hub-"))
+    base.chmod(0o755)
+    try:
+        with class_hub(base, n_students=3) as h:
+            for u in [h.instructor, *h.students]:
+                assert h.login(u).status_code == 302, h.log_text()
+            h.start_server(h.instructor)
+            # the instructor's first page: the server's own cookie (OAuth with the hub)
+            assert h.get(h.instructor, f"/user/{h.instructor}/formgrader").status_code == 200, h.log_text()
+            yield h
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _as(hub, user: str, *cmd: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    env = {"HOME": str(hub.homes[user]), "USER": user, "LOGNAME": user, "LANG": "C.UTF-8",
+           "PATH": f"{VENV_BIN}:/usr/local/bin:/usr/bin:/bin", "LLM_COURSE_NBGRADER_ROOT": str(hub.course)}
+    return subprocess.run([RUNUSER, "-u", user, "--", *cmd], cwd=cwd or hub.homes[user], env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def _xsrf(hub, user: str, server: str) -> dict[str, str]:
+    s = hub.sessions[user]
+    token = s.cookies.get("_xsrf", path=f"/user/{server}/") or s.cookies.get("_xsrf", path="/hub/") or ""
+    return {"X-XSRFToken": token}
+
+
+def _server_post(hub, user: str, path: str, **kw):
+    return hub.sessions[user].post(f"{hub.url}/user/{user}{path}", headers=_xsrf(hub, user, user), timeout=300, **kw)
+
+
+def test_logins_are_the_machines_accounts(hub):
+    """PAM: the account's own password logs in; a wrong one, or an account outside the class, does not."""
+    s0 = hub.students[0]
+    assert hub.login(s0, "not-" + hub.passwords[s0]).status_code == 403
+    stranger = f"hx{hub.instructor[2:]}"
+    subprocess.run(["useradd", "--no-create-home", stranger], check=True, capture_output=True)
+    try:
+        subprocess.run(["chpasswd"], input=f"{stranger}:Stranger-pw-1\n", text=True, check=True)
+        assert hub.login(stranger, "Stranger-pw-1").status_code == 403   # in neither class group
+    finally:
+        subprocess.run(["userdel", stranger], capture_output=True)
+    assert hub.login(s0).status_code == 302
+
+
+def test_a_student_reaches_her_own_server_only(hub):
+    """Each student's cookie reaches her server and nothing of anybody else's, nor the hub's admin API."""
+    s0, s1 = hub.students[:2]
+    hub.start_server(s0)
+    hub.start_server(s1)
+    assert hub.get(s0, f"/user/{s0}/lab").status_code == 200
+    assert hub.get(s0, f"/user/{s0}/api/contents").status_code == 200
+    # another student's server and files, the instructor's server and its Formgrader: refused
+    for path in (f"/user/{s1}/api/contents", f"/user/{s1}/lab", f"/user/{hub.instructor}/formgrader",
+                 f"/user/{hub.instructor}/formgrader/api/assignments",
+                 f"/user/{hub.instructor}/api/contents/nbgrader_config.py"):
+        r = hub.get(s0, path, allow_redirects=True)
+        assert r.status_code == 403, f"{s0} -> {path}: {r.status_code}"
+    # her own server has no Formgrader (the instructor's tool is not loaded there)
+    assert hub.get(s0, f"/user/{s0}/formgrader").status_code == 404
+    # the hub's API: her own user only; no list of users, no other server, no tokens for others, no admin
+    assert hub.api(s0, "GET", f"/users/{s0}").status_code == 200
+    assert hub.api(s0, "GET", "/users").status_code == 403
+    assert hub.api(s0, "GET", f"/users/{s1}").status_code in (403, 404)
+    assert hub.api(s0, "POST", f"/users/{s1}/server").status_code in (403, 404)
+    assert hub.api(s0, "DELETE", f"/users/{s1}/server").status_code in (403, 404)
+    assert hub.api(s0, "POST", f"/users/{s1}/tokens", json={}).status_code in (403, 404)
+    assert hub.api(s0, "GET", "/services").status_code in (200, 403)
+    assert hub.api(s0, "GET", "/proxy").status_code == 403
+    assert hub.get(s0, "/hub/admin").status_code == 403
+    # and on the machine (her terminal): the course root and the other student's home are closed
+    for path in (hub.course / "nbgrader_config.py", hub.homes[s1]):
+        r = _as(hub, s0, "ls", str(path))
+        assert r.returncode != 0, f"{s0} can list {path}"
+
+
+def test_the_class_cycle_through_the_tabs_endpoints(hub):
+    """Release (the instructor's terminal) → fetch, validate, submit (the Assignments tab) → a late
+    submission → collect, autograde, a hand grade, feedback (Formgrader) → fetch feedback (the tab)."""
+    inst, (s0, s1) = hub.instructor, hub.students[:2]
+    _release_once(hub)
+    for u in (s0, s1):
+        hub.start_server(u)
+        hub.get(u, f"/user/{u}/lab")
+        listed = hub.get(u, f"/user/{u}/assignments?course_id={COURSE_ID}").json()
+        assert listed["success"] and [a["assignment_id"] for a in listed["value"]] == [AID], listed
+        r = _server_post(hub, u, "/assignments/fetch", data={"course_id": COURSE_ID, "assignment_id": AID})
+        assert r.status_code == 200, r.text
+        nb = hub.homes[u] / AID / f"{AID}.ipynb"
+        assert nb.is_file() and nb.stat().st_uid != 0
+    # s0 answers in her notebook (the contents API her editor saves through) and validates it
+    nb_path = f"{AID}/{AID}.ipynb"
+    model = hub.get(s0, f"/user/{s0}/api/contents/{nb_path}").json()
+    content = answered(model["content"], RIGHT)
+    r = hub.sessions[s0].put(f"{hub.url}/user/{s0}/api/contents/{nb_path}", headers=_xsrf(hub, s0, s0),
+                             json={"type": "notebook", "format": "json", "content": content}, timeout=60)
+    assert r.status_code == 200, r.text
+    val = _server_post(hub, s0, "/assignments/validate", data={"path": nb_path}).json()
+    assert val["success"] and not val["value"], val          # nothing failed, nothing changed
+    blank = _server_post(hub, s1, "/assignments/validate", data={"path": nb_path}).json()
+    assert blank["success"] and blank["value"].get("failed"), blank      # the unanswered notebook fails
+    r = _server_post(hub, s0, "/assignments/submit", data={"course_id": COURSE_ID, "assignment_id": AID})
+    assert r.status_code == 200 and '"success": true' in r.text.replace("'", '"'), r.text
+    # the due date passes; s1 hands in the notebook as released: late and blank
+    due = (datetime.now(timezone.utc) + timedelta(seconds=1)).replace(microsecond=0)
+    r = _as(hub, inst, "nbgrader", "db", "assignment", "add", AID, f"--duedate={due:%Y-%m-%d %H:%M:%S} UTC",
+            cwd=hub.course)
+    assert r.returncode == 0, r.stderr
+    time.sleep(max(0.0, (due - datetime.now(timezone.utc)).total_seconds()) + 0.2)
+    r = _server_post(hub, s1, "/assignments/submit", data={"course_id": COURSE_ID, "assignment_id": AID})
+    assert r.status_code == 200, r.text
+
+    # The instructor's Formgrader, through the hub with her cookie.
+    def fg(method: str, path: str, **kw):
+        resp = hub.sessions[inst].request(method, f"{hub.url}/user/{inst}/formgrader/api{path}",
+                                          headers=_xsrf(hub, inst, inst), timeout=600, **kw)
+        assert resp.status_code == 200, f"{method} {path}: {resp.status_code} {resp.text[:500]}\n{hub.log_text()}"
+        return resp.json()
+
+    out = fg("POST", f"/assignment/{AID}/collect")
+    assert out["success"], out
+    for u in (s0, s1):
+        out = fg("POST", f"/submission/{AID}/{u}/autograde")
+        assert out["success"], str(out.get("log", out))[-5000:]
+    subs = {s["student"]: s for s in fg("GET", f"/submissions/{AID}")}
+    assert subs[s0]["score"] == MAX_AUTO and subs[s1]["score"] == 0, subs
+    # a hand grade of s0's written answer
+    notebook = fg("GET", f"/notebooks/{AID}")[0]["name"]
+    grades = [g for g in fg("GET", f"/grades?submission_id={_submitted_notebook_id(fg, AID, notebook, s0)}")
+              if g["name"] == "written"]
+    assert len(grades) == 1
+    fg("PUT", f"/grade/{grades[0]['id']}", json={"manual_score": 1})
+    for path in (f"/assignment/{AID}/generate_feedback", f"/assignment/{AID}/release_feedback"):
+        assert fg("POST", path)["success"]
+    # the student fetches her feedback in the tab and sees her score
+    r = _server_post(hub, s0, "/assignments/fetch_feedback", data={"course_id": COURSE_ID, "assignment_id": AID})
+    assert r.status_code == 200, r.text
+    html = list((hub.homes[s0] / AID / "feedback").rglob("*.html"))
+    assert html, "no feedback in the student's folder"
+    text = html[0].read_text()
+    assert "4.0" in text and "/ 4.0" in text or "4 / 4" in text, text[:2000]
+
+
+def _submitted_notebook_id(fg, aid: str, notebook: str, student: str) -> str:
+    for n in fg("GET", f"/submitted_notebooks/{aid}/{notebook}"):
+        if n["student"] == student:
+            return n["id"]
+    raise AssertionError(f"no submitted notebook {notebook} of {student}")
+
+
+# ---------------------------------------------------------------------------------------------
+# The same cycle in a real browser: Chromium logs in at the hub's login page, opens the
+# Assignments tab from JupyterLab's Nbgrader menu, clicks Fetch, types the answer into the
+# notebook and saves it, clicks Validate and Submit; after the instructor's grading, clicks
+# Fetch Feedback and opens the feedback page. A screenshot of every step is kept in
+# test-artifacts/class-hub/ when the test fails (CI keeps that folder).
+# ---------------------------------------------------------------------------------------------
+ARTIFACTS = Path(os.environ.get("LLM_COURSE_ARTIFACTS", Path(__file__).resolve().parent.parent / "test-artifacts"))
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+
+
+def _release_once(hub) -> None:
+    if getattr(hub, "released", False):
+        return
+    # the class roster first (README: collect takes only students of the gradebook's roster)
+    roster = hub.course / "students.csv"
+    roster.write_text("id,first_name,last_name,email\n" + "".join(f"{u},Ada,Student,\n" for u in hub.students))
+    shutil.chown(roster, hub.instructor, hub.instructor)
+    for cmd in (["nbgrader", "db", "student", "import", str(roster)],
+                ["nbgrader", "generate_assignment", AID, "--no-db", "--force"],
+                ["llm-course", "register", AID, "--duedate", "2099-01-01 00:00:00 UTC"],
+                ["nbgrader", "release_assignment", AID]):
+        r = _as(hub, hub.instructor, *cmd, cwd=hub.course)
+        assert r.returncode == 0, f"{cmd}: {r.stdout}\n{r.stderr}"
+    hub.released = True
+
+
+class Steps:
+    """Screenshots of each step of a browser run; kept in ARTIFACTS only when the run fails."""
+
+    def __init__(self, driver, name: str):
+        self.driver, self.dir, self.n = driver, Path(tempfile.mkdtemp(prefix=f"shots-{name}-")), 0
+        self.name = name
+
+    def shot(self, what: str) -> None:
+        self.n += 1
+        self.driver.save_screenshot(str(self.dir / f"{self.n:02d}-{what}.png"))
+
+    def keep(self) -> Path:
+        dest = ARTIFACTS / "class-hub" / self.name
+        shutil.rmtree(dest, ignore_errors=True)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(self.dir, dest)
+        return dest
+
+
+@pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="needs chromium and chromium-driver (.ci/run installs them)")
+def test_a_student_in_a_browser(hub):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support import expected_conditions as EC
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    _release_once(hub)
+    student = hub.students[-1]
+    opts = Options()
+    opts.binary_location = CHROMIUM
+    for a in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1400,1000"):
+        opts.add_argument(a)
+    d = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    steps = Steps(d, "en")
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    wait = WebDriverWait(d, 120, ignored_exceptions=(StaleElementReferenceException,))   # JupyterLab re-renders
+
+    def xpath(path: str):
+        return wait.until(EC.element_to_be_clickable((By.XPATH, path)))
+
+    def assignments_tab() -> None:
+        [m for m in d.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item") if m.text == "Nbgrader"][0].click()
+        xpath("//li[contains(@class,'lm-Menu-item')][.//div[text()='Assignment List']]").click()
+
+    try:
+        d.get(f"{hub.url}/hub/login")
+        d.find_element(By.ID, "username_input").send_keys(student)
+        d.find_element(By.ID, "password_input").send_keys(hub.passwords[student])
+        steps.shot("login")
+        d.find_element(By.ID, "login_submit").click()
+        wait.until(lambda drv: "/lab" in drv.current_url and drv.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item"))
+        steps.shot("lab")
+        # the student's Nbgrader menu: the Assignments tab only (no Formgrader, no course list)
+        [m for m in d.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item") if m.text == "Nbgrader"][0].click()
+        entries = [e.text for e in d.find_elements(By.CSS_SELECTOR, ".lm-Menu-item") if e.text]
+        assert entries == ["Assignment List"], entries
+        ActionChains(d).send_keys(Keys.ESCAPE).perform()
+        assignments_tab()
+        xpath("//*[@id='released_assignments_list']//div[contains(@class,'list_item')][.//span[text()='ex01']]"
+              "//button[text()='Fetch']").click()
+        xpath("//*[@id='fetched_assignments_list']//button[text()='Submit']")
+        steps.shot("fetched")
+        xpath("//*[@id='fetched_assignments_list']//a[contains(@class,'assignment-notebooks-link')]").click()
+        xpath("//*[@id='fetched_assignments_list']//div[contains(@class,'nested_list_item')]//a").click()
+        cell = wait.until(lambda drv: next((c for c in drv.find_elements(By.CSS_SELECTOR, ".jp-Notebook .jp-CodeCell")
+                                            if "YOUR CODE HERE" in c.text), None))
+        cell.find_element(By.CSS_SELECTOR, ".cm-content").click()
+        ActionChains(d).key_down(Keys.CONTROL).send_keys("a").key_up(Keys.CONTROL).perform()
+        ActionChains(d).send_keys("def double(x): return 2 * x").perform()
+        # the written answer: a Markdown cell, opened for editing with a double click
+        md = next(c for c in d.find_elements(By.CSS_SELECTOR, ".jp-Notebook .jp-MarkdownCell") if "YOUR ANSWER HERE" in c.text)
+        ActionChains(d).double_click(md).perform()
+        wait.until(EC.element_to_be_clickable(
+            (By.CSS_SELECTOR, ".jp-Notebook .jp-MarkdownCell:not(.jp-mod-rendered) .cm-content"))).click()
+        ActionChains(d).key_down(Keys.CONTROL).send_keys("a").key_up(Keys.CONTROL).perform()
+        ActionChains(d).send_keys("Because 2x = x + x.").key_down(Keys.SHIFT).send_keys(Keys.ENTER).key_up(Keys.SHIFT).perform()
+        ActionChains(d).key_down(Keys.CONTROL).send_keys("s").key_up(Keys.CONTROL).perform()
+        nb_file = hub.homes[student] / AID / f"{AID}.ipynb"
+        wait.until(lambda _: "return 2 * x" in nb_file.read_text() and "Because 2x" in nb_file.read_text())
+        steps.shot("answered")
+        # back to the Assignments tab: Validate, then Submit
+        xpath("//li[contains(@class,'lm-TabBar-tab')][.//div[text()='Assignments']]").click()
+        xpath("//*[@id='fetched_assignments_list']//button[text()='Validate']").click()
+        dialog = wait.until(EC.visibility_of_element_located((By.CSS_SELECTOR, ".jp-Dialog-content")))
+        steps.shot("validated")
+        assert "Success! Your notebook passes all the tests." in dialog.text, dialog.text
+        dialog.find_element(By.CSS_SELECTOR, ".jp-Dialog-footer button").click()
+        xpath("//*[@id='fetched_assignments_list']//button[text()='Submit']").click()
+        wait.until(lambda drv: drv.find_elements(By.XPATH, "//*[@id='submitted_assignments_list']"
+                                                            "//div[contains(@class,'list_item')][.//span[text()='ex01']]"))
+        steps.shot("submitted")
+
+        # the instructor grades (Formgrader's endpoints, her cookie) and releases feedback
+        def fg(method: str, path: str, **kw):
+            resp = hub.sessions[hub.instructor].request(method, f"{hub.url}/user/{hub.instructor}/formgrader/api{path}",
+                                                        headers=_xsrf(hub, hub.instructor, hub.instructor),
+                                                        timeout=600, **kw)
+            assert resp.status_code == 200 and resp.json().get("success", True), resp.text[-3000:]
+            return resp.json()
+        collected = fg("POST", f"/assignment/{AID}/collect")
+        assert (hub.course / "submitted" / student / AID).is_dir(), collected
+        fg("POST", f"/submission/{AID}/{student}/autograde")
+        fg("POST", f"/assignment/{AID}/{student}/generate_feedback")
+        fg("POST", f"/assignment/{AID}/{student}/release_feedback")
+        # the student clicks Fetch Feedback and opens the feedback page
+        d.refresh()
+        wait.until(lambda drv: drv.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item"))
+        assignments_tab()
+        xpath("//*[@id='submitted_assignments_list']//button[text()='Fetch Feedback']").click()
+        wait.until(lambda _: list((hub.homes[student] / AID / "feedback").rglob("*.html")))
+        steps.shot("feedback-fetched")
+        html = next((hub.homes[student] / AID / "feedback").rglob("*.html"))
+        rel = html.relative_to(hub.homes[student])
+        d.get(f"{hub.url}/user/{student}/files/{rel.as_posix()}")
+        wait.until(lambda drv: "Score" in drv.find_element(By.TAG_NAME, "body").text)
+        steps.shot("feedback-page")
+        body = d.find_element(By.TAG_NAME, "body").text
+        assert f"{MAX_AUTO:g}" in body or f"{MAX_AUTO}" in body, body[:1500]
+    except Exception:
+        where = steps.keep()
+        raise AssertionError(f"browser run failed; screenshots in {where}\n{hub.log_text()[-3000:]}")
+    finally:
+        d.quit()
