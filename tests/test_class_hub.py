@@ -21,11 +21,13 @@ import pytest
 
 from _classroom import AID, MAX_AUTO, RIGHT, RUNUSER, VENV_BIN, answered
 from _hub import class_hub
+from course_utils.paths import repo_root
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="creates accounts and starts servers as them (root)")
 # make test installs the proxy (npm ci --prefix hub) and .ci/run installs Node where it is missing
 pytestmark = [root_only]
 COURSE_ID = "llm-course"
+PT_CHAPTER = "05_rope"
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +36,10 @@ def hub():
     base.chmod(0o755)
     try:
         with class_hub(base, n_students=3) as h:
+            # chapter 05 in both editions as well (the Portuguese run: test_a_portuguese_student_in_a_browser)
+            for rel in (f"solutions/{PT_CHAPTER}", f"notebooks/{PT_CHAPTER}", f"pt_BR/notebooks/{PT_CHAPTER}"):
+                shutil.copytree(repo_root() / rel, h.course / rel)
+            subprocess.run(["chown", "-R", f"{h.instructor}:{h.instructor}", str(h.course)], check=True)
             for u in [h.instructor, *h.students]:
                 assert h.login(u).status_code == 302, h.log_text()
             h.start_server(h.instructor)
@@ -310,8 +316,9 @@ def test_a_student_in_a_browser(hub):
             resp = hub.sessions[hub.instructor].request(method, f"{hub.url}/user/{hub.instructor}/formgrader/api{path}",
                                                         headers=_xsrf(hub, hub.instructor, hub.instructor),
                                                         timeout=600, **kw)
-            assert resp.status_code == 200 and resp.json().get("success", True), resp.text[-3000:]
-            return resp.json()
+            out = resp.json() if resp.status_code == 200 else None
+            assert out is not None and (not isinstance(out, dict) or out.get("success", True)), resp.text[-3000:]
+            return out
         collected = fg("POST", f"/assignment/{AID}/collect")
         assert (hub.course / "submitted" / student / AID).is_dir(), collected
         fg("POST", f"/submission/{AID}/{student}/autograde")
@@ -331,6 +338,136 @@ def test_a_student_in_a_browser(hub):
         steps.shot("feedback-page")
         body = d.find_element(By.TAG_NAME, "body").text
         assert f"{MAX_AUTO:g}" in body or f"{MAX_AUTO}" in body, body[:1500]
+    except Exception:
+        where = steps.keep()
+        raise AssertionError(f"browser run failed; screenshots in {where}\n{hub.log_text()[-3000:]}")
+    finally:
+        d.quit()
+
+
+@pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="needs chromium and chromium-driver (.ci/run installs them)")
+def test_a_portuguese_student_in_a_browser(hub):
+    """The pt-BR edition on the hub: the instructor records the class edition and releases chapter 05;
+    in Chromium a student fetches the Portuguese notebook, sees its Portuguese statement, Validate
+    explains the unanswered notebook in Portuguese; her answers saved, Validate passes, Submit;
+    Formgrader collects and autogrades (full marks); Fetch Feedback: a Portuguese feedback page."""
+    import html as html_lib
+
+    from selenium import webdriver
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from course_tools.grading.selftest import _fill
+
+    ch, inst, student = PT_CHAPTER, hub.instructor, hub.students[0]
+    _release_once(hub)   # the English run first (its roster too); then the class switches edition
+    for cmd in (["llm-course", "edition", "pt_BR"], ["llm-course", "register", ch],
+                ["nbgrader", "release_assignment", ch]):
+        r = _as(hub, inst, *cmd, cwd=hub.course)
+        assert r.returncode == 0, f"{cmd}: {r.stdout}\n{r.stderr}"
+    pt_release = json.loads((hub.course / "pt_BR" / "notebooks" / ch / f"{ch}.ipynb").read_text())
+    # the notebook's title (JupyterLab renders only the cells in view: the first one is)
+    heading = next(line.lstrip("#").strip() for c in pt_release["cells"] if c["cell_type"] == "markdown"
+                   for line in "".join(c["source"]).splitlines() if line.startswith("# "))
+    assert heading.startswith("Capítulo"), heading
+    opts = Options()
+    opts.binary_location = CHROMIUM
+    for a in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1400,1000"):
+        opts.add_argument(a)
+    d = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    steps = Steps(d, "pt_BR")
+    wait = WebDriverWait(d, 180, ignored_exceptions=(StaleElementReferenceException,))
+
+    def xpath(path: str):
+        return wait.until(EC.element_to_be_clickable((By.XPATH, path)))
+
+    def assignments_tab() -> None:
+        [m for m in d.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item") if m.text == "Nbgrader"][0].click()
+        xpath("//li[contains(@class,'lm-Menu-item')][.//div[text()='Assignment List']]").click()
+
+    def validate() -> str:
+        xpath("//li[contains(@class,'lm-TabBar-tab')][.//div[text()='Assignments']]").click()
+        link = xpath("//*[@id='fetched_assignments_list']//a[contains(@class,'assignment-notebooks-link')]"
+                     "[contains(., '%s')]" % ch)
+        buttons = d.find_elements(By.XPATH, "//*[@id='nbgrader-llm-course-%s']//button[text()='Validate']" % ch)
+        if not any(b.is_displayed() for b in buttons):   # the notebooks of the assignment are folded
+            link.click()
+        xpath("//*[@id='nbgrader-llm-course-%s']//button[text()='Validate']" % ch).click()
+        dialog = wait.until(EC.visibility_of_element_located((By.CSS_SELECTOR, ".jp-Dialog-content")))
+        text = dialog.text
+        dialog.find_element(By.CSS_SELECTOR, ".jp-Dialog-footer button").click()
+        wait.until(lambda drv: not drv.find_elements(By.CSS_SELECTOR, ".jp-Dialog-content"))
+        return text
+
+    try:
+        d.get(f"{hub.url}/hub/login")
+        d.find_element(By.ID, "username_input").send_keys(student)
+        d.find_element(By.ID, "password_input").send_keys(hub.passwords[student])
+        d.find_element(By.ID, "login_submit").click()
+        wait.until(lambda drv: "/lab" in drv.current_url and drv.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item"))
+        assignments_tab()
+        xpath("//*[@id='released_assignments_list']//div[contains(@class,'list_item')][.//span[text()='%s']]"
+              "//button[text()='Fetch']" % ch).click()
+        xpath("//*[@id='fetched_assignments_list']//a[contains(@class,'assignment-notebooks-link')][contains(., '%s')]"
+              % ch).click()
+        xpath("//*[@id='nbgrader-llm-course-%s']//div[contains(@class,'nested_list_item')]//a" % ch).click()
+        wait.until(lambda drv: heading in drv.find_element(By.CSS_SELECTOR, ".jp-Notebook").text)
+        steps.shot("portuguese-notebook")
+        failed = validate()
+        steps.shot("validated-blank")
+        assert "A seguinte célula falhou" in failed or "Você não deu uma resposta" in failed, failed
+        # her answers, saved through the same contents API JupyterLab's editor saves through
+        nb_path = f"{ch}/{ch}.ipynb"
+        model = hub.get(student, f"/user/{student}/api/contents/{nb_path}").json()
+        source = json.loads((hub.course / "solutions" / ch / f"{ch}.ipynb").read_text())
+        r = hub.sessions[student].put(f"{hub.url}/user/{student}/api/contents/{nb_path}",
+                                      headers=_xsrf(hub, student, student), timeout=60,
+                                      json={"type": "notebook", "format": "json",
+                                            "content": _fill(model["content"], source)})
+        assert r.status_code == 200, r.text
+        d.refresh()
+        wait.until(lambda drv: drv.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item"))
+        assignments_tab()
+        passed = validate()
+        steps.shot("validated")
+        assert "Success!" in passed or "Sucesso!" in passed, passed
+        xpath("//*[@id='fetched_assignments_list']//div[contains(@class,'list_item')][.//a[contains(., '%s')]]"
+              "//button[text()='Submit']" % ch).click()
+        wait.until(lambda drv: drv.find_elements(By.XPATH, "//*[@id='submitted_assignments_list']"
+                                                            "//div[contains(@class,'list_item')][.//span[text()='%s']]" % ch))
+        steps.shot("submitted")
+
+        def fg(method: str, path: str, **kw):
+            resp = hub.sessions[inst].request(method, f"{hub.url}/user/{inst}/formgrader/api{path}",
+                                              headers=_xsrf(hub, inst, inst), timeout=900, **kw)
+            out = resp.json() if resp.status_code == 200 else None
+            assert out is not None and (not isinstance(out, dict) or out.get("success", True)), resp.text[-3000:]
+            return out
+        fg("POST", f"/assignment/{ch}/collect")
+        fg("POST", f"/submission/{ch}/{student}/autograde")
+        auto = sum(float(c["metadata"]["nbgrader"].get("points", 0)) for c in source["cells"]
+                   if c["metadata"].get("nbgrader", {}).get("grade") and c["cell_type"] == "code")
+        subs = {s["student"]: s for s in fg("GET", f"/submissions/{ch}")}
+        assert subs[student]["score"] == auto, subs[student]
+        fg("POST", f"/assignment/{ch}/{student}/generate_feedback")
+        fg("POST", f"/assignment/{ch}/{student}/release_feedback")
+        d.refresh()
+        wait.until(lambda drv: drv.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item"))
+        assignments_tab()
+        xpath("//*[@id='submitted_assignments_list']//div[contains(@class,'list_item')][.//span[text()='%s']]"
+              "//button[text()='Fetch Feedback']" % ch).click()
+        wait.until(lambda _: list((hub.homes[student] / ch / "feedback").rglob(f"{ch}.html")))
+        page = next((hub.homes[student] / ch / "feedback").rglob(f"{ch}.html"))
+        d.get(f"{hub.url}/user/{student}/files/{page.relative_to(hub.homes[student]).as_posix()}")
+        wait.until(lambda drv: heading in drv.find_element(By.TAG_NAME, "body").text)
+        steps.shot("feedback-page")
+        body = d.find_element(By.TAG_NAME, "body").text
+        assert f"Nota: {auto:g}" in body or f"Nota: {auto}" in body, body[:1500]
+        assert "Score:" not in html_lib.unescape(page.read_text())
     except Exception:
         where = steps.keep()
         raise AssertionError(f"browser run failed; screenshots in {where}\n{hub.log_text()[-3000:]}")

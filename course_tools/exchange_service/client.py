@@ -27,6 +27,7 @@ import os
 import socket
 import stat
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -150,11 +151,21 @@ class ServiceSubmit(_Checked, ExchangeSubmit):
                   "files": [{"path": rel, "size": len(data)} for rel, data in files]}
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
             s.settimeout(300)
-            try:
-                s.connect(str(self.socket_path))
-            except OSError as exc:
-                self.fail(f"The course's submission service does not answer at {self.socket_path} "
-                          f"({exc.strerror}): nothing was submitted. Tell your instructor.")
+            # a full queue of connections (a whole class at the deadline) answers EAGAIN at once on a
+            # Unix socket with a timeout: wait and try again for up to a minute before giving up
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    s.connect(str(self.socket_path))
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        self.fail(f"The course's submission service at {self.socket_path} stayed busy for a "
+                                  "minute: nothing was submitted. Try again.")
+                    time.sleep(0.2)
+                except OSError as exc:
+                    self.fail(f"The course's submission service does not answer at {self.socket_path} "
+                              f"({exc.strerror}): nothing was submitted. Tell your instructor.")
             # the service must be the account that owns the course folder
             raw = s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
             server_uid = int.from_bytes(raw[4:8], sys.byteorder, signed=True)
