@@ -214,6 +214,19 @@ def _release_once(hub) -> None:
     hub.released = True
 
 
+def _chromium():
+    """Headless Chromium (Debian's, through chromium-driver)."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    opts = Options()
+    opts.binary_location = CHROMIUM
+    for a in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1400,1000"):
+        opts.add_argument(a)
+    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+
+
 class Steps:
     """Screenshots of each step of a browser run; kept in ARTIFACTS only when the run fails."""
 
@@ -235,9 +248,6 @@ class Steps:
 
 @pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="needs chromium and chromium-driver (.ci/run installs them)")
 def test_a_student_in_a_browser(hub):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
@@ -246,11 +256,7 @@ def test_a_student_in_a_browser(hub):
 
     _release_once(hub)
     student = hub.students[-1]
-    opts = Options()
-    opts.binary_location = CHROMIUM
-    for a in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1400,1000"):
-        opts.add_argument(a)
-    d = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    d = _chromium()
     steps = Steps(d, "en")
     from selenium.common.exceptions import StaleElementReferenceException
 
@@ -353,10 +359,7 @@ def test_a_portuguese_student_in_a_browser(hub):
     Formgrader collects and autogrades (full marks); Fetch Feedback: a Portuguese feedback page."""
     import html as html_lib
 
-    from selenium import webdriver
     from selenium.common.exceptions import StaleElementReferenceException
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as EC
     from selenium.webdriver.support.ui import WebDriverWait
@@ -374,11 +377,7 @@ def test_a_portuguese_student_in_a_browser(hub):
     heading = next(line.lstrip("#").strip() for c in pt_release["cells"] if c["cell_type"] == "markdown"
                    for line in "".join(c["source"]).splitlines() if line.startswith("# "))
     assert heading.startswith("Capítulo"), heading
-    opts = Options()
-    opts.binary_location = CHROMIUM
-    for a in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1400,1000"):
-        opts.add_argument(a)
-    d = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    d = _chromium()
     steps = Steps(d, "pt_BR")
     wait = WebDriverWait(d, 180, ignored_exceptions=(StaleElementReferenceException,))
 
