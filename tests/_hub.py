@@ -20,10 +20,9 @@ import requests
 
 from course_utils.paths import repo_root
 
-from _classroom import VENV_BIN, make_course, others_may_enter
+from course_tools.class_hub.config import INSTRUCTORS_GROUP, STUDENTS_GROUP
 
-STUDENTS_GROUP = "llm-course-students"
-INSTRUCTORS_GROUP = "llm-course-instructors"
+from _classroom import VENV_BIN, make_course, others_may_enter
 
 
 def free_port() -> int:
@@ -46,6 +45,7 @@ class Hub:
     log: Path
     proc: subprocess.Popen
     sessions: dict[str, requests.Session] = field(default_factory=dict)
+    released: bool = False          # ex01 released (tests/test_class_hub.py::_release_once)
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace")[-6000:]

@@ -67,6 +67,18 @@ def _server_post(hub, user: str, path: str, **kw):
     return hub.sessions[user].post(f"{hub.url}/user/{user}{path}", headers=_xsrf(hub, user, user), timeout=300, **kw)
 
 
+def _formgrader(hub, method: str, path: str, **kw):
+    """One request to the instructor's Formgrader API through the hub, with her cookie; the reply
+    must be 200 and, when it is an object, not say ``"success": false``."""
+    inst = hub.instructor
+    resp = hub.sessions[inst].request(method, f"{hub.url}/user/{inst}/formgrader/api{path}",
+                                      headers=_xsrf(hub, inst, inst), timeout=900, **kw)
+    out = resp.json() if resp.status_code == 200 else None
+    assert out is not None and (not isinstance(out, dict) or out.get("success", True)), (
+        f"{method} {path}: {resp.status_code} {resp.text[-3000:]}\n{hub.log_text()[-2000:]}")
+    return out
+
+
 def test_logins_are_the_machines_accounts(hub):
     """PAM: the account's own password logs in; a wrong one, or an account outside the class, does not."""
     s0 = hub.students[0]
@@ -149,27 +161,21 @@ def test_the_class_cycle_through_the_tabs_endpoints(hub):
     assert r.status_code == 200, r.text
 
     # The instructor's Formgrader, through the hub with her cookie.
-    def fg(method: str, path: str, **kw):
-        resp = hub.sessions[inst].request(method, f"{hub.url}/user/{inst}/formgrader/api{path}",
-                                          headers=_xsrf(hub, inst, inst), timeout=600, **kw)
-        assert resp.status_code == 200, f"{method} {path}: {resp.status_code} {resp.text[:500]}\n{hub.log_text()}"
-        return resp.json()
-
-    out = fg("POST", f"/assignment/{AID}/collect")
+    out = _formgrader(hub, "POST", f"/assignment/{AID}/collect")
     assert out["success"], out
     for u in (s0, s1):
-        out = fg("POST", f"/submission/{AID}/{u}/autograde")
+        out = _formgrader(hub, "POST", f"/submission/{AID}/{u}/autograde")
         assert out["success"], str(out.get("log", out))[-5000:]
-    subs = {s["student"]: s for s in fg("GET", f"/submissions/{AID}")}
+    subs = {s["student"]: s for s in _formgrader(hub, "GET", f"/submissions/{AID}")}
     assert subs[s0]["score"] == MAX_AUTO and subs[s1]["score"] == 0, subs
     # a hand grade of s0's written answer
-    notebook = fg("GET", f"/notebooks/{AID}")[0]["name"]
-    grades = [g for g in fg("GET", f"/grades?submission_id={_submitted_notebook_id(fg, AID, notebook, s0)}")
+    notebook = _formgrader(hub, "GET", f"/notebooks/{AID}")[0]["name"]
+    grades = [g for g in _formgrader(hub, "GET", f"/grades?submission_id={_submitted_notebook_id(hub, AID, notebook, s0)}")
               if g["name"] == "written"]
     assert len(grades) == 1
-    fg("PUT", f"/grade/{grades[0]['id']}", json={"manual_score": 1})
+    _formgrader(hub, "PUT", f"/grade/{grades[0]['id']}", json={"manual_score": 1})
     for path in (f"/assignment/{AID}/generate_feedback", f"/assignment/{AID}/release_feedback"):
-        assert fg("POST", path)["success"]
+        assert _formgrader(hub, "POST", path)["success"]
     # the student fetches her feedback in the tab and sees her score
     r = _server_post(hub, s0, "/assignments/fetch_feedback", data={"course_id": COURSE_ID, "assignment_id": AID})
     assert r.status_code == 200, r.text
@@ -179,8 +185,8 @@ def test_the_class_cycle_through_the_tabs_endpoints(hub):
     assert "4.0" in text and "/ 4.0" in text or "4 / 4" in text, text[:2000]
 
 
-def _submitted_notebook_id(fg, aid: str, notebook: str, student: str) -> str:
-    for n in fg("GET", f"/submitted_notebooks/{aid}/{notebook}"):
+def _submitted_notebook_id(hub, aid: str, notebook: str, student: str) -> str:
+    for n in _formgrader(hub, "GET", f"/submitted_notebooks/{aid}/{notebook}"):
         if n["student"] == student:
             return n["id"]
     raise AssertionError(f"no submitted notebook {notebook} of {student}")
@@ -199,7 +205,7 @@ CHROMEDRIVER = shutil.which("chromedriver")
 
 
 def _release_once(hub) -> None:
-    if getattr(hub, "released", False):
+    if hub.released:
         return
     # the class roster first (README: collect takes only students of the gradebook's roster)
     roster = hub.course / "students.csv"
@@ -225,6 +231,22 @@ def _chromium():
     for a in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1400,1000"):
         opts.add_argument(a)
     return webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+
+
+def _clickable(wait, path: str):
+    """The element at XPath ``path`` once it can be clicked."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+
+    return wait.until(EC.element_to_be_clickable((By.XPATH, path)))
+
+
+def _open_assignments(d, wait) -> None:
+    """JupyterLab's Nbgrader menu → Assignment List (the Assignments tab)."""
+    from selenium.webdriver.common.by import By
+
+    [m for m in d.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item") if m.text == "Nbgrader"][0].click()
+    _clickable(wait, "//li[contains(@class,'lm-Menu-item')][.//div[text()='Assignment List']]").click()
 
 
 class Steps:
@@ -262,13 +284,6 @@ def test_a_student_in_a_browser(hub):
 
     wait = WebDriverWait(d, 120, ignored_exceptions=(StaleElementReferenceException,))   # JupyterLab re-renders
 
-    def xpath(path: str):
-        return wait.until(EC.element_to_be_clickable((By.XPATH, path)))
-
-    def assignments_tab() -> None:
-        [m for m in d.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item") if m.text == "Nbgrader"][0].click()
-        xpath("//li[contains(@class,'lm-Menu-item')][.//div[text()='Assignment List']]").click()
-
     try:
         d.get(f"{hub.url}/hub/login")
         d.find_element(By.ID, "username_input").send_keys(student)
@@ -282,13 +297,13 @@ def test_a_student_in_a_browser(hub):
         entries = [e.text for e in d.find_elements(By.CSS_SELECTOR, ".lm-Menu-item") if e.text]
         assert entries == ["Assignment List"], entries
         # the menu is open: its one entry opens the tab (closing and reopening it races under load)
-        xpath("//li[contains(@class,'lm-Menu-item')][.//div[text()='Assignment List']]").click()
-        xpath("//*[@id='released_assignments_list']//div[contains(@class,'list_item')][.//span[text()='ex01']]"
+        _clickable(wait, "//li[contains(@class,'lm-Menu-item')][.//div[text()='Assignment List']]").click()
+        _clickable(wait, "//*[@id='released_assignments_list']//div[contains(@class,'list_item')][.//span[text()='ex01']]"
               "//button[text()='Fetch']").click()
-        xpath("//*[@id='fetched_assignments_list']//button[text()='Submit']")
+        _clickable(wait, "//*[@id='fetched_assignments_list']//button[text()='Submit']")
         steps.shot("fetched")
-        xpath("//*[@id='fetched_assignments_list']//a[contains(@class,'assignment-notebooks-link')]").click()
-        xpath("//*[@id='fetched_assignments_list']//div[contains(@class,'nested_list_item')]//a").click()
+        _clickable(wait, "//*[@id='fetched_assignments_list']//a[contains(@class,'assignment-notebooks-link')]").click()
+        _clickable(wait, "//*[@id='fetched_assignments_list']//div[contains(@class,'nested_list_item')]//a").click()
         cell = wait.until(lambda drv: next((c for c in drv.find_elements(By.CSS_SELECTOR, ".jp-Notebook .jp-CodeCell")
                                             if "YOUR CODE HERE" in c.text), None))
         cell.find_element(By.CSS_SELECTOR, ".cm-content").click()
@@ -306,35 +321,28 @@ def test_a_student_in_a_browser(hub):
         wait.until(lambda _: "return 2 * x" in nb_file.read_text() and "Because 2x" in nb_file.read_text())
         steps.shot("answered")
         # back to the Assignments tab: Validate, then Submit
-        xpath("//li[contains(@class,'lm-TabBar-tab')][.//div[text()='Assignments']]").click()
-        xpath("//*[@id='fetched_assignments_list']//button[text()='Validate']").click()
+        _clickable(wait, "//li[contains(@class,'lm-TabBar-tab')][.//div[text()='Assignments']]").click()
+        _clickable(wait, "//*[@id='fetched_assignments_list']//button[text()='Validate']").click()
         dialog = wait.until(EC.visibility_of_element_located((By.CSS_SELECTOR, ".jp-Dialog-content")))
         steps.shot("validated")
         assert "Success! Your notebook passes all the tests." in dialog.text, dialog.text
         dialog.find_element(By.CSS_SELECTOR, ".jp-Dialog-footer button").click()
-        xpath("//*[@id='fetched_assignments_list']//button[text()='Submit']").click()
+        _clickable(wait, "//*[@id='fetched_assignments_list']//button[text()='Submit']").click()
         wait.until(lambda drv: drv.find_elements(By.XPATH, "//*[@id='submitted_assignments_list']"
                                                             "//div[contains(@class,'list_item')][.//span[text()='ex01']]"))
         steps.shot("submitted")
 
         # the instructor grades (Formgrader's endpoints, her cookie) and releases feedback
-        def fg(method: str, path: str, **kw):
-            resp = hub.sessions[hub.instructor].request(method, f"{hub.url}/user/{hub.instructor}/formgrader/api{path}",
-                                                        headers=_xsrf(hub, hub.instructor, hub.instructor),
-                                                        timeout=600, **kw)
-            out = resp.json() if resp.status_code == 200 else None
-            assert out is not None and (not isinstance(out, dict) or out.get("success", True)), resp.text[-3000:]
-            return out
-        collected = fg("POST", f"/assignment/{AID}/collect")
+        collected = _formgrader(hub, "POST", f"/assignment/{AID}/collect")
         assert (hub.course / "submitted" / student / AID).is_dir(), collected
-        fg("POST", f"/submission/{AID}/{student}/autograde")
-        fg("POST", f"/assignment/{AID}/{student}/generate_feedback")
-        fg("POST", f"/assignment/{AID}/{student}/release_feedback")
+        _formgrader(hub, "POST", f"/submission/{AID}/{student}/autograde")
+        _formgrader(hub, "POST", f"/assignment/{AID}/{student}/generate_feedback")
+        _formgrader(hub, "POST", f"/assignment/{AID}/{student}/release_feedback")
         # the student clicks Fetch Feedback and opens the feedback page
         d.refresh()
         wait.until(lambda drv: drv.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item"))
-        assignments_tab()
-        xpath("//*[@id='submitted_assignments_list']//button[text()='Fetch Feedback']").click()
+        _open_assignments(d, wait)
+        _clickable(wait, "//*[@id='submitted_assignments_list']//button[text()='Fetch Feedback']").click()
         wait.until(lambda _: list((hub.homes[student] / AID / "feedback").rglob("*.html")))
         steps.shot("feedback-fetched")
         html = next((hub.homes[student] / AID / "feedback").rglob("*.html"))
@@ -381,21 +389,14 @@ def test_a_portuguese_student_in_a_browser(hub):
     steps = Steps(d, "pt_BR")
     wait = WebDriverWait(d, 180, ignored_exceptions=(StaleElementReferenceException,))
 
-    def xpath(path: str):
-        return wait.until(EC.element_to_be_clickable((By.XPATH, path)))
-
-    def assignments_tab() -> None:
-        [m for m in d.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item") if m.text == "Nbgrader"][0].click()
-        xpath("//li[contains(@class,'lm-Menu-item')][.//div[text()='Assignment List']]").click()
-
     def validate() -> str:
-        xpath("//li[contains(@class,'lm-TabBar-tab')][.//div[text()='Assignments']]").click()
-        link = xpath("//*[@id='fetched_assignments_list']//a[contains(@class,'assignment-notebooks-link')]"
+        _clickable(wait, "//li[contains(@class,'lm-TabBar-tab')][.//div[text()='Assignments']]").click()
+        link = _clickable(wait, "//*[@id='fetched_assignments_list']//a[contains(@class,'assignment-notebooks-link')]"
                      "[contains(., '%s')]" % ch)
         buttons = d.find_elements(By.XPATH, "//*[@id='nbgrader-llm-course-%s']//button[text()='Validate']" % ch)
         if not any(b.is_displayed() for b in buttons):   # the notebooks of the assignment are folded
             link.click()
-        xpath("//*[@id='nbgrader-llm-course-%s']//button[text()='Validate']" % ch).click()
+        _clickable(wait, "//*[@id='nbgrader-llm-course-%s']//button[text()='Validate']" % ch).click()
         dialog = wait.until(EC.visibility_of_element_located((By.CSS_SELECTOR, ".jp-Dialog-content")))
         text = dialog.text
         dialog.find_element(By.CSS_SELECTOR, ".jp-Dialog-footer button").click()
@@ -408,12 +409,12 @@ def test_a_portuguese_student_in_a_browser(hub):
         d.find_element(By.ID, "password_input").send_keys(hub.passwords[student])
         d.find_element(By.ID, "login_submit").click()
         wait.until(lambda drv: "/lab" in drv.current_url and drv.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item"))
-        assignments_tab()
-        xpath("//*[@id='released_assignments_list']//div[contains(@class,'list_item')][.//span[text()='%s']]"
+        _open_assignments(d, wait)
+        _clickable(wait, "//*[@id='released_assignments_list']//div[contains(@class,'list_item')][.//span[text()='%s']]"
               "//button[text()='Fetch']" % ch).click()
-        xpath("//*[@id='fetched_assignments_list']//a[contains(@class,'assignment-notebooks-link')][contains(., '%s')]"
+        _clickable(wait, "//*[@id='fetched_assignments_list']//a[contains(@class,'assignment-notebooks-link')][contains(., '%s')]"
               % ch).click()
-        xpath("//*[@id='nbgrader-llm-course-%s']//div[contains(@class,'nested_list_item')]//a" % ch).click()
+        _clickable(wait, "//*[@id='nbgrader-llm-course-%s']//div[contains(@class,'nested_list_item')]//a" % ch).click()
         wait.until(lambda drv: heading in drv.find_element(By.CSS_SELECTOR, ".jp-Notebook").text)
         steps.shot("portuguese-notebook")
         failed = validate()
@@ -430,34 +431,28 @@ def test_a_portuguese_student_in_a_browser(hub):
         assert r.status_code == 200, r.text
         d.refresh()
         wait.until(lambda drv: drv.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item"))
-        assignments_tab()
+        _open_assignments(d, wait)
         passed = validate()
         steps.shot("validated")
         assert "Success!" in passed or "Sucesso!" in passed, passed
-        xpath("//*[@id='fetched_assignments_list']//div[contains(@class,'list_item')][.//a[contains(., '%s')]]"
+        _clickable(wait, "//*[@id='fetched_assignments_list']//div[contains(@class,'list_item')][.//a[contains(., '%s')]]"
               "//button[text()='Submit']" % ch).click()
         wait.until(lambda drv: drv.find_elements(By.XPATH, "//*[@id='submitted_assignments_list']"
                                                             "//div[contains(@class,'list_item')][.//span[text()='%s']]" % ch))
         steps.shot("submitted")
 
-        def fg(method: str, path: str, **kw):
-            resp = hub.sessions[inst].request(method, f"{hub.url}/user/{inst}/formgrader/api{path}",
-                                              headers=_xsrf(hub, inst, inst), timeout=900, **kw)
-            out = resp.json() if resp.status_code == 200 else None
-            assert out is not None and (not isinstance(out, dict) or out.get("success", True)), resp.text[-3000:]
-            return out
-        fg("POST", f"/assignment/{ch}/collect")
-        fg("POST", f"/submission/{ch}/{student}/autograde")
+        _formgrader(hub, "POST", f"/assignment/{ch}/collect")
+        _formgrader(hub, "POST", f"/submission/{ch}/{student}/autograde")
         auto = sum(float(c["metadata"]["nbgrader"].get("points", 0)) for c in source["cells"]
                    if c["metadata"].get("nbgrader", {}).get("grade") and c["cell_type"] == "code")
-        subs = {s["student"]: s for s in fg("GET", f"/submissions/{ch}")}
+        subs = {s["student"]: s for s in _formgrader(hub, "GET", f"/submissions/{ch}")}
         assert subs[student]["score"] == auto, subs[student]
-        fg("POST", f"/assignment/{ch}/{student}/generate_feedback")
-        fg("POST", f"/assignment/{ch}/{student}/release_feedback")
+        _formgrader(hub, "POST", f"/assignment/{ch}/{student}/generate_feedback")
+        _formgrader(hub, "POST", f"/assignment/{ch}/{student}/release_feedback")
         d.refresh()
         wait.until(lambda drv: drv.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item"))
-        assignments_tab()
-        xpath("//*[@id='submitted_assignments_list']//div[contains(@class,'list_item')][.//span[text()='%s']]"
+        _open_assignments(d, wait)
+        _clickable(wait, "//*[@id='submitted_assignments_list']//div[contains(@class,'list_item')][.//span[text()='%s']]"
               "//button[text()='Fetch Feedback']" % ch).click()
         wait.until(lambda _: list((hub.homes[student] / ch / "feedback").rglob(f"{ch}.html")))
         page = next((hub.homes[student] / ch / "feedback").rglob(f"{ch}.html"))

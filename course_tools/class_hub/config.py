@@ -21,6 +21,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from course_tools.grading.privacy import write_private
+
 STUDENTS_GROUP = "llm-course-students"
 INSTRUCTORS_GROUP = "llm-course-instructors"
 # nbgrader's pieces a student's server must not offer (the instructor's tools; they would only
@@ -60,13 +62,6 @@ class HubSettings:
     @property
     def url(self) -> str:
         return f"http://{self.ip}:{self.port}"
-
-
-def _write_private(path: Path, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.chmod(path, 0o600)
 
 
 def role_dirs(s: HubSettings) -> dict[str, Path]:
@@ -112,9 +107,9 @@ def write_hub(s: HubSettings) -> Path:
     _write_role_configs(s)
     token = state / "proxy-token"
     if not token.exists():
-        _write_private(token, secrets.token_hex(32))
+        write_private(token, secrets.token_hex(32))
     cfg = state / "jupyterhub_config.py"
-    _write_private(cfg, CONFIG_TEMPLATE.format(settings=json.dumps(dataclasses.asdict(s))))
+    write_private(cfg, CONFIG_TEMPLATE.format(settings=json.dumps(dataclasses.asdict(s))))
     return cfg
 
 
