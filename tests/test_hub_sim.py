@@ -5,7 +5,9 @@ configurations (random weights; the real GPT-2 and BERT tokenizers; SmolLM2's co
 With ``HF_HOME`` pointing at it and ``HF_HUB_OFFLINE=1``, ``load_model`` takes the real-model
 branch, exactly as on Colab, and must say SIMULATED in its banner. Then every chapter that loads
 a model is executed end to end on that branch (CI mode), hidden tests and library references
-included, and its student notebook, run as nbgrader runs it, fails every graded test.
+included, and its student notebook, run as nbgrader runs it, fails every graded test — except the
+chapters that get the very same model on both branches (SAME_MODEL_BOTH_BRANCHES), for which the
+equality of the two models is shown instead.
 """
 from __future__ import annotations
 
@@ -25,10 +27,19 @@ from course_tools import hub_sim
 MODEL_CHAPTERS = ["01_tokenization", "02_bert_embeddings_attention", "04_lm_head_logit_lens",
                   "08_gpt2_sampling_kv_cache", "09_prompting_flan_t5", "11_quantization", "12_lora_qlora",
                   "13_dpo_alignment"]
+# Chapters whose only model is SmolLM2, loaded by ``load_model(SMOLLM2)`` and never by its name or path
+# afterwards: the simulated hub holds the very files of the offline conversion (``hub_sim._smollm2``
+# links them), so both branches give them the same model. Instead of executing them a second time
+# (~100 s each under load, issue 46), :func:`test_smollm2_chapters_get_the_same_model_on_both_branches`
+# shows the two loads equal (class, configuration but for the name and the SIMULATED field, every
+# weight, tokenizer, chat template, generation settings) and the hub banner; their end-to-end run
+# (nbval, offline) and their blank notebook's zeros (the round trip) then hold on the hub branch too.
+# Chapter 11 also loads the model again by ``model.name_or_path`` (the hub name online), so it runs here.
+SAME_MODEL_BOTH_BRANCHES = ["12_lora_qlora", "13_dpo_alignment"]
 # split in two classes: ``--dist loadscope`` gives each class to one of the two test workers
-# (about 200 s each on 2 cores: 12 and 13 ~100 s, 08 ~65 s, 11 ~40 s, 09 ~30 s, the rest ~15 s)
-ONLINE_A = ["12_lora_qlora", "08_gpt2_sampling_kv_cache", "01_tokenization", "02_bert_embeddings_attention"]
-ONLINE_B = ["13_dpo_alignment", "11_quantization", "09_prompting_flan_t5", "04_lm_head_logit_lens"]
+# (about 120 s each on 2 cores: 11 ~100 s, 08 ~75 s, 09 ~50 s, the rest ~15-40 s)
+ONLINE_A = ["08_gpt2_sampling_kv_cache", "01_tokenization", "02_bert_embeddings_attention"]
+ONLINE_B = ["11_quantization", "09_prompting_flan_t5", "04_lm_head_logit_lens"]
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +97,51 @@ def test_the_other_chapters_load_no_model():
         text = script.read_text(encoding="utf-8")
         uses = any(w in text for w in ("load_model(", "from_pretrained(", "hf_hub_download(", "snapshot_download("))
         assert uses == (ch in MODEL_CHAPTERS), f"{ch}: update MODEL_CHAPTERS in tests/test_hub_sim.py"
-    assert sorted(ONLINE_A + ONLINE_B) == sorted(MODEL_CHAPTERS)
+    assert sorted(ONLINE_A + ONLINE_B + SAME_MODEL_BOTH_BRANCHES) == sorted(MODEL_CHAPTERS)
+
+
+SAME = r'''
+import hashlib, json
+from course_utils.models import SMOLLM2, last_loaded, load_model
+model, tok = load_model(SMOLLM2, verbose=False)
+h = hashlib.sha256()
+for k, v in sorted(model.state_dict().items()):
+    h.update(f"{k} {v.dtype} {tuple(v.shape)}".encode())
+    h.update(v.detach().contiguous().numpy().tobytes())
+cfg = model.config.to_dict()
+for k in ("_name_or_path", "llm_course_simulated", "transformers_version"):
+    cfg.pop(k, None)
+chat = [{"role": "user", "content": "What is 2 + 3?"}]
+print(json.dumps({"class": type(model).__name__, "weights": h.hexdigest(), "config": cfg, "banner": last_loaded().banner(),
+                  "simulated": last_loaded().simulated, "training": model.training,
+                  "attn": model.config._attn_implementation, "generation": model.generation_config.to_dict(),
+                  "ids": tok("Hello world, this is a test. 5 + 2 = 7")["input_ids"],
+                  "template": tok.apply_chat_template(chat, tokenize=False, add_generation_prompt=True),
+                  "special": [tok.eos_token_id, tok.pad_token_id, tok.bos_token_id]}, default=str))
+'''
+
+
+def test_smollm2_chapters_get_the_same_model_on_both_branches(hub, tmp_path):
+    """12 and 13 are not executed on the hub branch (see SAME_MODEL_BOTH_BRANCHES): the model they get
+    there is, weight for weight, the one their offline run uses, and they reach it only by ``load_model``."""
+    for ch in SAME_MODEL_BOTH_BRANCHES:
+        code = [line for line in (Path("chapters") / ch / f"{ch}.py").read_text(encoding="utf-8").splitlines()
+                if not line.lstrip().startswith("#")]
+        loads = [line for line in code if "load_model(" in line and "import" not in line]
+        assert loads and all("load_model(SMOLLM2" in line for line in loads), (ch, loads)
+        assert not [line for line in code if "name_or_path" in line or "HuggingFaceTB" in line or "hf_hub" in line], ch
+    offline_env = dict(os.environ, HF_HOME=str(tmp_path / "empty-hf-home"), LLM_COURSE_OFFLINE="1", HF_HUB_OFFLINE="1")
+    got = {}
+    for branch, env in (("offline", offline_env), ("hub", _env(hub))):
+        out = subprocess.run([sys.executable, "-c", SAME], env=env, capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr[-3000:]
+        got[branch] = json.loads(out.stdout.strip().splitlines()[-1])
+    off, on = got["offline"], got["hub"]
+    assert on["simulated"] and "SIMULATED hub model" in on["banner"], on["banner"]
+    assert not off["simulated"] and "SIMULATED" not in off["banner"], off["banner"]
+    for key in ("class", "weights", "config", "training", "attn", "generation", "ids", "template", "special"):
+        assert on[key] == off[key], f"{key} differs between the hub branch and the offline one: {on[key]!r} vs {off[key]!r}"
+    assert off["class"] == "LlamaForCausalLM" and off["config"]["num_hidden_layers"] == 30
 
 
 def _execute(src: Path, out: Path, env: dict[str, str]) -> nbformat.NotebookNode:

@@ -208,3 +208,30 @@ def test_build_without_running_keeps_outputs_when_a_cell_is_inserted(tmp_path):
     assert len(after.cells) == len(before.cells) + 1
     outs = lambda nb: [c.outputs for c in nb.cells if c.cell_type == "code"]  # noqa: E731
     assert outs(after) == outs(before), "inserting a cell dropped the outputs of cells after it"
+
+
+def test_build_without_running_keeps_a_test_cell_changed_only_in_its_hidden_region(tmp_path):
+    """A hidden check added or changed needs no full-mode rebuild: the visible part made the outputs.
+    A change to the visible part still drops them (the notebook is then stamped incomplete)."""
+    root = _copy_chapter(tmp_path, "05_rope")
+    script = authoring.script_path("05_rope", root)
+    text = script.read_text(encoding="utf-8")
+    hidden = text.replace("### END HIDDEN TESTS", "_extra_hidden_check = 1\n### END HIDDEN TESTS", 1)
+    assert hidden != text
+    script.write_text(hidden, encoding="utf-8")
+    authoring.build("05_rope", run=False, root=root)
+    before = nbformat.read(authoring.notebook_path("05_rope", ROOT), as_version=4)
+    after = nbformat.read(authoring.notebook_path("05_rope", root), as_version=4)
+    changed = [i for i, (a, b) in enumerate(zip(before.cells, after.cells)) if a.source != b.source]
+    assert len(changed) == 1 and "_extra_hidden_check" in after.cells[changed[0]].source
+    outs = lambda nb: [c.outputs for c in nb.cells if c.cell_type == "code"]  # noqa: E731
+    assert outs(after) == outs(before), "a hidden-only change dropped the test cell's outputs"
+    assert authoring.outputs_mode(after) == authoring.outputs_mode(before) != authoring.INCOMPLETE
+    # the visible part changed: that cell is re-run (no outputs kept), the notebook incomplete
+    i = changed[0]
+    assert after.cells[i].execution_count == before.cells[i].execution_count is not None
+    script.write_text(hidden.replace("### BEGIN HIDDEN TESTS", "pass\n### BEGIN HIDDEN TESTS", 1), encoding="utf-8")
+    authoring.build("05_rope", run=False, root=root)
+    again = nbformat.read(authoring.notebook_path("05_rope", root), as_version=4)
+    assert authoring.outputs_mode(again) == authoring.INCOMPLETE
+    assert again.cells[i].execution_count is None and not again.cells[i].outputs

@@ -610,6 +610,8 @@ for kw in [dict(), dict(top_k=None)]:
 # `top_k=None` meaning *no* top-k — for a batch of prompts `(B, L)`, returned as `(B, L + max_new_tokens)`
 # with the prompt first. <!-- clause: value --> You may or may not use a KV cache here. The hidden test calls it on
 # a model that is only callable (`model(input_ids=...)`): it has no `generate()`. <!-- clause: call-only -->
+# Convert the logits, never the model: `model.float()` would change the caller's 16-bit model in
+# place, and every later forward would be a float32 model's, not the one you were given. <!-- clause: unchanged-model -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex5_sampler", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def sample_generate(model, input_ids, max_new_tokens, temperature=1.0, top_k=None, top_p=None):
@@ -692,6 +694,15 @@ for _seed, _t, _k, _p in _cases16:
     record(f"sample_generate(a bfloat16 model, batch of 2, 20 tokens, temperature={_t}, top_k={_k}, top_p={_p}) after "
            f"torch.manual_seed({_seed}) (logits of the last position read as float32)",
            sample_generate(_bare(_m16), _ids, 20, temperature=_t, top_k=_k, top_p=_p))
+# the bfloat16 module itself: reading its logits as float32 must leave the caller's model as it was
+_m16b = copy.deepcopy(_m).to(torch.bfloat16)
+torch.manual_seed(24)
+# clause: unchanged-model, float32-logits, value
+record("sample_generate(the bfloat16 module itself, batch of 2, 20 tokens, temperature=1.0) after torch.manual_seed(24)",
+       sample_generate(_m16b, _ids, 20, temperature=1.0))
+# clause: unchanged-model
+record("the dtypes of that module's parameters after the call (the caller's model left as it was)",
+       sorted({str(_p.dtype) for _p in _m16b.parameters()}))
 
 
 def _logits_in(inner, dtype):
@@ -734,6 +745,11 @@ for _seed, _t, _k, _p in _cases16:
            f"torch.manual_seed({_seed}) (logits of the last position read as float32)",
            _m16.generate(_ids, attention_mask=torch.ones_like(_ids), do_sample=True, temperature=_t, top_k=_k,
                          top_p=_p, max_new_tokens=20, pad_token_id=0))
+torch.manual_seed(24)
+expect("sample_generate(the bfloat16 module itself, batch of 2, 20 tokens, temperature=1.0) after torch.manual_seed(24)",
+       _m16.generate(_ids, attention_mask=torch.ones_like(_ids), do_sample=True, temperature=1.0, top_k=None,
+                     max_new_tokens=20, pad_token_id=0))
+expect("the dtypes of that module's parameters after the call (the caller's model left as it was)", ["torch.bfloat16"])
 _procs16 = lambda t, k, p: LogitsProcessorList([TemperatureLogitsWarper(t)] + ([TopKLogitsWarper(k)] if k else [])
                                                + ([TopPLogitsWarper(p)] if p else []))
 for _dt, _seed, _t, _k, _p in _cases_half:                 # the contract: float32 logits, library warpers, a draw
@@ -747,7 +763,7 @@ for _dt, _seed, _t, _k, _p in _cases_half:                 # the contract: float
            f"top_p={_p}) after torch.manual_seed({_seed}) (the logits read as float32, then processed)", _seq)
 del _pref, _procs16, _seq, _z
 ### END REFERENCE
-del _m, _ids, _sample_cases, _seed, _t, _k, _p, _bare, _pm, _pids, _eos, _m16, _cases16, _logits_in, _mp, _cases_half, _dt
+del _m, _ids, _sample_cases, _seed, _t, _k, _p, _bare, _pm, _pids, _eos, _m16, _m16b, _cases16, _logits_in, _mp, _cases_half, _dt
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -26,20 +26,30 @@ def is_test_cell(cell: Any) -> bool:
     return cell.get("cell_type") == "code" and bool(meta.get("grade")) and not meta.get("solution")
 
 
-def split_reference_blocks(source: str) -> tuple[str, str]:
-    """``(source without its reference blocks, what the blocks hold)``; marker lines in neither."""
+def _split_regions(source: str, begin: str, end: str) -> tuple[str, str]:
+    """``(source outside the begin/end regions, what they hold)``; marker lines in neither."""
     outside: list[str] = []
     inside_blocks: list[str] = []
     inside = False
     for line in source.splitlines(keepends=True):
         s = line.strip()
-        if s == BEGIN_REF:
+        if s == begin:
             inside = True
-        elif s == END_REF:
+        elif s == end:
             inside = False
         else:
             (inside_blocks if inside else outside).append(line)
     return "".join(outside), "".join(inside_blocks)
+
+
+def visible_part(source: str) -> str:
+    """A test cell's source without its hidden region (marker lines included): what a student sees run."""
+    return _split_regions(source, BEGIN_TESTS, END_TESTS)[0]
+
+
+def split_reference_blocks(source: str) -> tuple[str, str]:
+    """``(source without its reference blocks, what the blocks hold)``; marker lines in neither."""
+    return _split_regions(source, BEGIN_REF, END_REF)
 
 
 def strip_reference_blocks(source: str) -> str:

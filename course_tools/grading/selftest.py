@@ -261,8 +261,10 @@ def round_trip(chapter: str, workdir: Path | None = None, timeout: int = 1500,
     """Run the round trip for ``chapter`` and return scores and problems (empty = pass).
 
     ``attacks``: also grade the cheating submissions of :mod:`course_tools.grading.attacks`, built on the
-    first group of wrong answers (each must score 0 on every test cell that group loses), and,
-    after them, the solution again (it must keep full marks: no harm carried over).
+    first group of wrong answers (each must score 0 on every test cell that group loses). nbgrader
+    grades the submissions in the order of their ids, so the ``attack_*`` ones run before
+    ``solution``, whose full marks then also show that no attack carried harm over to the next
+    kernel (until issue 46 a second copy of the solution was graded last for that).
     """
     root = repo_root()
     result = RoundTripResult(chapter)
@@ -281,8 +283,11 @@ def round_trip(chapter: str, workdir: Path | None = None, timeout: int = 1500,
             from course_tools.grading.attacks import attack_submissions, discover_comparison_path
 
             targets = sorted({p for places in discover_comparison_path()[0].values() for p in places})
-            subs.update(attack_submissions(subs["wrong_00"], source, targets))
-            subs["zz_solution_after_attacks"] = _fill(student, source)
+            attacks_made = attack_submissions(subs["wrong_00"], source, targets)
+            late = [who for who in attacks_made if not who < "solution"]
+            if late:   # nbgrader's order (sorted ids): the solution must be graded after every attack
+                raise ValueError(f"attack submissions {late} would be graded after the solution")
+            subs.update(attacks_made)
         return subs
 
     log: list[str] = []
@@ -293,9 +298,10 @@ def round_trip(chapter: str, workdir: Path | None = None, timeout: int = 1500,
         finally:
             result.log = "".join(log)
         sol, blank = result.scores["solution"], result.scores["blank"]
+        after = " after the attack submissions" if attacks and any(w.startswith("attack_") for w in result.scores) else ""
         for gid, (score, mx) in sol.items():
             if score < mx:
-                result.problems.append(f"solution: test cell {gid} scored {score}/{mx} (expected full marks)")
+                result.problems.append(f"solution: test cell {gid} scored {score}/{mx} (expected full marks{after})")
         if any(score < mx for score, mx in sol.values()):
             result.problems.append("solution: first error: " + _first_error(
                 course / "autograded" / "solution" / chapter / f"{chapter}.ipynb"))
@@ -329,10 +335,6 @@ def round_trip(chapter: str, workdir: Path | None = None, timeout: int = 1500,
                     if got.get(gid, (0, 0))[0] != 0:
                         result.problems.append(f"{who}: test cell {gid} scored {got[gid][0]}/{got[gid][1]} with wrong "
                                                f"answers (expected 0)")
-            elif who == "zz_solution_after_attacks":
-                for gid, (score, mx) in got.items():
-                    if score < mx:
-                        result.problems.append(f"{who}: test cell {gid} scored {score}/{mx} after the attacks")
         untested = [g for g in tests if tests[g]["cell_type"] == "code" and not any(g in v.loses for v in variants)]
         if untested:
             result.problems.append(f"no wrong-answer variant targets test cell(s) {untested}")

@@ -281,6 +281,10 @@ VARIANTS = [
     {"name": "sampler_logits_in_model_dtype", "alone": True,
      "cells": {"ex5_sampler": [(".logits[:, -1, :].float()", ".logits[:, -1, :]")]},
      "loses": ["test_ex5_sampler"]},
+    # the issue-49 reviewer's survivor: float32 logits by converting the caller's 16-bit model in place
+    {"name": "sampler_converts_the_model",
+     "cells": {"ex5_sampler": [("    ids = input_ids\n", "    ids = input_ids\n    model.float()                     # float32 logits\n")]},
+     "loses": ["test_ex5_sampler"]},
     {"name": "sampler_first_position_logits",
      "cells": {"ex5_sampler": [("logits[:, -1, :]", "logits[:, 0, :]")]},
      "loses": ["test_ex5_sampler"]},
