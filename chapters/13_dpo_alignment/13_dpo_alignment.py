@@ -1273,7 +1273,8 @@ del _g, _N, _T, _old, _lp0, _ref, _adv, _mask, _loss_and_grad, _lp_f
 #
 # Now the whole loop, as DeepSeekMath and TRL run it. **Task and reward.** Questions
 # "What is $a$ + $b$? Reply with the number only." for the 36 pairs $1 \le a, b$, $a + b \le 9$; 12 of
-# them (drawn with a seed) are held out, 24 train. The reward is a program, not a judge: the integers
+# them are held out, 24 train, split by *unordered* pair (drawn with a seed): 3 + 4 and 4 + 3 fall on
+# the same side, so no held-out question is a training question with its terms swapped. The reward is a program, not a judge: the integers
 # in the reply are read in order; a leading restatement "$a$ + $b$" is skipped; the reward is 1 if the
 # next integer is $a + b$, else 0 (so "7", "3 + 4 = 7" and "3 + 4 equals 7." score 1, "The answer" or
 # "3 + 4 = 8" score 0). The stand-in solves it only sometimes (the held-out rate before training is
@@ -1287,10 +1288,16 @@ del _g, _N, _T, _old, _lp0, _ref, _adv, _mask, _loss_and_grad, _lp_f
 # act. We log, per step: the mean sampled reward, the **clipped fraction** of the second update (tokens
 # whose ratio left $[1-\epsilon, 1+\epsilon]$ in the direction where the clip zeroes the gradient, as TRL's
 # `clip_ratio/region_mean`), the mean per-token $k_3$ KL to the reference, and the completion length.
-# Last 10 layers trained as in Section 4, learning rate `GRPO_LR`. **Held out**, before and after: 8
-# sampled replies per held-out question with a fixed sampling seed, the mean reward per question, and a
-# paired t-test over the 12 questions. Full mode: `GRPO_STEPS` = 6 steps of 2 questions; CI mode: 1
-# step of 1 question and 3 held-out questions (a smoke run).
+# Last 10 layers trained as in Section 4, learning rate `GRPO_LR`. **Two arms, one factor**: the same
+# run with $\beta$ = 0.04 and with $\beta$ = 0 (no KL term), same seed, so the first batch is the same
+# and what differs afterwards is the pull towards the reference. **Held out**, before and after: 8
+# sampled replies per held-out question with a fixed sampling seed, and per question the mean reward,
+# the share of replies that contain an integer answer at all, and the share that first restate
+# "$a$ + $b$" — so that a change of *form* (an integer where there was prose) can be told from a
+# change of *correctness* (the right integer, given that there is one: pooled over replies, with a
+# Wilson interval). The same replies at twice the token budget (16) show whether 8 tokens cut answers
+# short. Paired t-tests over the 12 questions. Full mode: `GRPO_STEPS` = 6 steps of 2 questions; CI
+# mode: 1 step of 1 question and 3 held-out questions (a smoke run).
 #
 # **Checked against TRL first.** For speed each prompt runs once and its key/value cache is shared
 # by the group's completions; on the tiny random Llama of Section 3 we check that these per-token
@@ -1392,9 +1399,17 @@ if not AUTOGRADING:
 
 # %% nbgrader={"grade": false, "grade_id": "grpo_run", "locked": true, "schema_version": 3, "solution": false, "task": false}
 SUMS = [(a, b) for a in range(1, 9) for b in range(1, 9) if a + b <= 9]      # 36 questions
-_order = np.random.default_rng(13).permutation(len(SUMS))
-SUM_HELDOUT = [SUMS[i] for i in _order[:GRPO_HELDOUT]]
-SUM_TRAIN = [SUMS[i] for i in _order[12:]]                                  # 24 training questions
+# Held out by unordered pair: a question and its commuted twin (3 + 4 and 4 + 3) fall on the same side,
+# so no held-out sum is a training question with its terms swapped.
+_pairs = sorted({tuple(sorted(q)) for q in SUMS})                          # 20 unordered pairs
+_held = []
+for _i in np.random.default_rng(13).permutation(len(_pairs)):
+    _twins = sorted({_pairs[_i], _pairs[_i][::-1]})
+    if len(_held) + len(_twins) <= 12:
+        _held += _twins
+SUM_TRAIN = [q for q in SUMS if q not in _held]                             # 24 training questions
+SUM_HELDOUT = _held[:GRPO_HELDOUT]                                          # 12 (CI mode: 3)
+assert len(_held) == 12 and not {tuple(sorted(q)) for q in SUM_TRAIN} & {tuple(sorted(q)) for q in _held}
 
 
 def sum_prompt(a, b):
@@ -1402,12 +1417,17 @@ def sum_prompt(a, b):
                add_special_tokens=False).input_ids
 
 
-def sum_reward(text, a, b):
-    """1.0 if the first integer of the reply after an optional restatement 'a + b' is a + b, else 0.0."""
+def answer_of(text, a, b):
+    """The integer the reward reads: the first one after an optional restatement 'a + b'; None if there is none."""
     nums = [int(x) for x in re.findall(r"\d+", text)]
     if nums[:2] == [a, b]:
         nums = nums[2:]
-    return float(nums[:1] == [a + b])
+    return nums[0] if nums else None
+
+
+def sum_reward(text, a, b):
+    """1.0 if the first integer of the reply after an optional restatement 'a + b' is a + b, else 0.0."""
+    return float(answer_of(text, a, b) == a + b)
 
 
 def group_rewards(completions, mask, a, b):
@@ -1415,13 +1435,31 @@ def group_rewards(completions, mask, a, b):
                          for c, m in zip(completions, mask)])
 
 
-def heldout_rewards(model, n=8, seed=100):
-    """Mean reward of n sampled replies per held-out question (the same sampling seed for every model). The prompts
-    all have the same length (one-digit numbers), so the questions are sampled together in one batch."""
+def heldout_replies(model, n=8, seed=100, length=GRPO_LEN):
+    """n sampled replies (text) per held-out question, with the same sampling seed for every model. The prompts all
+    have the same length (one-digit numbers), so the questions are sampled together in one batch."""
     gen = torch.Generator().manual_seed(seed)
-    comp, mask = sample_group(model, torch.cat([sum_prompt(a, b) for a, b in SUM_HELDOUT]), n, GRPO_LEN, gen)
-    return np.array([group_rewards(comp[i * n:(i + 1) * n], mask[i * n:(i + 1) * n], a, b).mean().item()
-                     for i, (a, b) in enumerate(SUM_HELDOUT)])
+    comp, mask = sample_group(model, torch.cat([sum_prompt(a, b) for a, b in SUM_HELDOUT]), n, length, gen)
+    texts = [tok.decode(c[m.bool()], skip_special_tokens=True) for c, m in zip(comp, mask)]
+    return [texts[i * n:(i + 1) * n] for i in range(len(SUM_HELDOUT))]
+
+
+def reply_stats(replies):
+    """Per held-out question: mean reward, share of replies with an integer answer, share that restate 'a + b'.
+    Pooled over replies: (correct, with an integer) and (correct, restating) counts."""
+    per_q = {"reward": [], "integer": [], "restates": []}
+    pooled = {"correct": 0, "with_integer": 0, "restating": 0, "restating_correct": 0}
+    for (a, b), texts in zip(SUM_HELDOUT, replies):
+        ans = [answer_of(t, a, b) for t in texts]
+        rest = [[int(x) for x in re.findall(r"\d+", t)][:2] == [a, b] for t in texts]
+        per_q["reward"].append(np.mean([x == a + b for x in ans]))
+        per_q["integer"].append(np.mean([x is not None for x in ans]))
+        per_q["restates"].append(np.mean(rest))
+        pooled["correct"] += sum(x == a + b for x in ans)
+        pooled["with_integer"] += sum(x is not None for x in ans)
+        pooled["restating"] += sum(rest)
+        pooled["restating_correct"] += sum(r and x == a + b for r, x in zip(rest, ans))
+    return {k: np.array(v) for k, v in per_q.items()}, pooled
 
 
 def unpatched_copy(model):
@@ -1433,15 +1471,15 @@ def unpatched_copy(model):
     return clone
 
 
-def train_grpo(seed=0):
-    """GRPO_STEPS steps from the frozen reference; returns the trained model and a per-step log."""
+def train_grpo(seed=0, beta=GRPO_BETA):
+    """GRPO_STEPS steps from the frozen reference with KL coefficient beta; returns the trained model and a per-step log."""
     model = unpatched_copy(ref_model)
     n_layers = model.config.num_hidden_layers
     for name, p in model.named_parameters():
         p.requires_grad_(any(f"layers.{i}." in name for i in range(n_layers - GRPO_LAYERS, n_layers)))
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=GRPO_LR, weight_decay=0.0)
     rng, gen, log = np.random.default_rng(seed), torch.Generator().manual_seed(seed), []
-    for _ in tqdm(range(GRPO_STEPS), desc="GRPO steps"):
+    for _ in tqdm(range(GRPO_STEPS), desc=f"GRPO steps (beta {beta:g}, seed {seed})"):
         batch = []
         for i in rng.choice(len(SUM_TRAIN), GRPO_P, replace=False):
             a, b = SUM_TRAIN[i]
@@ -1460,7 +1498,7 @@ def train_grpo(seed=0):
                 lp = group_token_logprobs(model, bt["ids"], bt["comp"])
                 if bt["old"] is None:            # first update: the policy is still the sampler, ratio = 1
                     bt["old"] = lp.detach()
-                (grpo_loss(lp, bt["old"], bt["ref"], bt["adv"], bt["mask"], GRPO_EPS, GRPO_BETA) / GRPO_P).backward()
+                (grpo_loss(lp, bt["old"], bt["ref"], bt["adv"], bt["mask"], GRPO_EPS, beta) / GRPO_P).backward()
                 with torch.no_grad():
                     ratio, adv, d = torch.exp(lp - bt["old"]), bt["adv"][:, None], bt["ref"] - lp
                     region = ((ratio > 1 + GRPO_EPS) & (adv > 0)) | ((ratio < 1 - GRPO_EPS) & (adv < 0))
@@ -1476,28 +1514,60 @@ def train_grpo(seed=0):
 
 
 if GRPO_STEPS:
-    from course_utils.stats import paired_t
-    grpo_before = heldout_rewards(ref_model)
-    grpo_model, grpo_log = train_grpo(seed=0)
-    grpo_after = heldout_rewards(grpo_model)
+    from course_utils.stats import paired_t, wilson
+    GRPO_ARMS = {f"beta {GRPO_BETA:g}": GRPO_BETA, "beta 0": 0.0}       # one factor: the KL term; same seed
+    if CI_MODE:                                                        # a smoke run: one arm, one token budget
+        GRPO_ARMS = {f"beta {GRPO_BETA:g}": GRPO_BETA}
+    grpo_models, grpo_logs = {}, {}
+    for arm, beta in GRPO_ARMS.items():
+        grpo_models[arm], grpo_logs[arm] = train_grpo(seed=0, beta=beta)
     print(f"GRPO on SmolLM2-135M-Instruct: {GRPO_STEPS} steps x {GRPO_P} questions x {GRPO_G} completions of <= "
-          f"{GRPO_LEN} tokens, {GRPO_MU} updates per batch, epsilon {GRPO_EPS}, beta {GRPO_BETA}, lr {GRPO_LR:g}")
+          f"{GRPO_LEN} tokens, {GRPO_MU} updates per batch, epsilon {GRPO_EPS}, lr {GRPO_LR:g}, seed 0; "
+          f"arms: {', '.join(GRPO_ARMS)}")
     if CI_MODE:
-        print("CI mode: 1 step of 1 question, 3 held-out questions (a smoke run); full mode trains 6 steps of 2, 12 held out")
-    print(f"{'step':>4s} {'reward (sampled)':>17s} {'clipped (update 2)':>19s} {'KL k3 (mean)':>13s} {'length':>7s}")
-    for s, h in enumerate(grpo_log, 1):
-        print(f"{s:4d} {h['reward']:17.3f} {h['clipped']:19.3f} {h['kl']:13.4f} {h['length']:7.2f}")
-    print(f"held-out reward, {GRPO_HELDOUT} questions x 8 sampled replies, mean [95 % t-interval over questions]:")
-    print(f"  before (the reference): {fmt_mean(grpo_before)}")
-    print(f"  after GRPO            : {fmt_mean(grpo_after)}")
-    if GRPO_HELDOUT > 2 and np.any(grpo_after != grpo_before):
-        pt = paired_t(grpo_after, grpo_before)
-        print(f"  after - before        : {pt.diff:+.3f} [{pt.low:+.3f}, {pt.high:+.3f}] (paired t over questions, "
-              f"p = {pt.pvalue:.2g}); questions improved / worse / equal: {int((grpo_after > grpo_before).sum())} / "
-              f"{int((grpo_after < grpo_before).sum())} / {int((grpo_after == grpo_before).sum())}")
+        print("CI mode: 1 step of 1 question, one arm, 3 held-out questions at 8 tokens (a smoke run); full mode trains "
+              "6 steps of 2 in two arms (beta 0.04 and 0), 12 held out at 8 and 16 tokens")
+    print(f"{'step':>4s} {'arm':>9s} {'reward (sampled)':>17s} {'clipped (update 2)':>19s} {'KL k3 (mean)':>13s} {'length':>7s}")
+    for s in range(GRPO_STEPS):
+        for arm in GRPO_ARMS:
+            h = grpo_logs[arm][s]
+            print(f"{s + 1:4d} {arm:>9s} {h['reward']:17.3f} {h['clipped']:19.3f} {h['kl']:13.4f} {h['length']:7.2f}")
+    # held out: the same 8 sampled replies per question for every model, at the trained budget and at twice it
+    grpo_eval = {}
+    for name, m in (("reference", ref_model), *grpo_models.items()):
+        for length in ((GRPO_LEN,) if CI_MODE else (GRPO_LEN, 2 * GRPO_LEN)):
+            grpo_eval[name, length] = reply_stats(heldout_replies(m, length=length))
+    print(f"\nheld out: {GRPO_HELDOUT} questions (no commuted twin in training) x 8 sampled replies; per question, mean "
+          f"[95 % t-interval over questions]")
+    print(f"{'model':>10s} {'tokens':>6s} {'reward':>22s} {'has an integer':>22s} {'restates a + b':>22s}"
+          f" {'correct | integer (pooled)':>30s}")
+    for (name, length), (q, pooled) in grpo_eval.items():
+        lo, hi = wilson(pooled["correct"], pooled["with_integer"]) if pooled["with_integer"] else (float("nan"),) * 2
+        cond = (f"{pooled['correct']}/{pooled['with_integer']} = {pooled['correct'] / max(pooled['with_integer'], 1):.3f}"
+                f" [{lo:.3f}, {hi:.3f}]")
+        print(f"{name:>10s} {length:6d} {fmt_mean(q['reward']):>22s} {fmt_mean(q['integer']):>22s} "
+              f"{fmt_mean(q['restates']):>22s} {cond:>30s}")
+    for name, (q, pooled) in ((n, grpo_eval[n, GRPO_LEN]) for n in ("reference", *GRPO_ARMS)):
+        if pooled["restating"]:
+            print(f"{name}: replies that restate 'a + b' first: {pooled['restating']}, of which correct "
+                  f"{pooled['restating_correct']} ({pooled['restating_correct'] / pooled['restating']:.3f})")
+    base = grpo_eval["reference", GRPO_LEN][0]["reward"]
+    if not CI_MODE:                          # CI mode's 3 questions: no test (the table above is a smoke check)
+        for arm in GRPO_ARMS:
+            after = grpo_eval[arm, GRPO_LEN][0]["reward"]
+            if np.any(after != base):
+                pt = paired_t(after, base)
+                print(f"{arm:>9s} - reference, held-out reward ({GRPO_LEN} tokens): {pt.diff:+.3f} [{pt.low:+.3f}, "
+                      f"{pt.high:+.3f}] (paired t over questions, p = {pt.pvalue:.2g}); improved / worse / equal: "
+                      f"{int((after > base).sum())} / {int((after < base).sum())} / {int((after == base).sum())}")
+        a0, a1 = (grpo_eval[arm, GRPO_LEN][0]["reward"] for arm in GRPO_ARMS)   # full mode: both arms
+        if np.any(a0 != a1):
+            pt = paired_t(a1, a0)
+            print(f"beta 0 - beta {GRPO_BETA:g}, held-out reward: {pt.diff:+.3f} [{pt.low:+.3f}, {pt.high:+.3f}] "
+                  f"(paired t over questions, p = {pt.pvalue:.2g})")
     _gen = torch.Generator().manual_seed(5)
     for a, b in SUM_HELDOUT[:2]:
-        for name, m in (("reference", ref_model), ("after GRPO", grpo_model)):
+        for name, m in (("reference", ref_model), *grpo_models.items()):
             c, mk = sample_group(m, sum_prompt(a, b), 3, GRPO_LEN, _gen)
             print(f"What is {a} + {b}?  {name:10s}: " + " | ".join(repr(tok.decode(x[y.bool()], skip_special_tokens=True))
                                                                for x, y in zip(c, mk)))
@@ -1506,33 +1576,52 @@ if GRPO_STEPS:
     for ax, key, label in zip(axes, ("reward", "clipped", "kl", "length"),
                               ("mean sampled reward", "clipped fraction (update 2)", "KL to reference (k3)",
                                "completion length (tokens)")):
-        ax.plot(steps, [h[key] for h in grpo_log], marker="o")
+        for arm in GRPO_ARMS:
+            ax.plot(steps, [h[key] for h in grpo_logs[arm]], marker="o", label=arm)
         ax.set(xlabel="GRPO step", ylabel=label)
     axes[0].set_ylim(0, 1)
+    axes[0].legend(fontsize=8)
     plt.tight_layout(); plt.show()
-    del grpo_model
+    del grpo_models
 else:
     print("GRPO run skipped under autograding; run the notebook in full mode to see it")
 
 
 # %% [markdown]
-# **Observe.** (Full mode; the policy is the offline stand-in SmolLM2-135M-Instruct, one training seed.)
+# **Observe.** (Full mode; the policy is the offline stand-in SmolLM2-135M-Instruct, one training seed, two arms.)
 # The checks first: on the tiny Llama the shared-cache log-probs equal a full forward pass (max |diff|
 # `0.0e+00`), and on a batch where 6 of 12 ratios lie outside [0.8, 1.2], `grpo_loss` gives 0.033053
 # where TRL's `GRPOTrainer.compute_loss` gives 0.033053, and the two gradients differ by at most `4.8e-07` (gradient
-# norm 2.277). Then the run: both mechanisms act. The clipped fraction of the second update, step by
-# step, is 0.000, 0.281, 0.123, 0.231, 0.236, 0.094: from the second update on, a share of the tokens
-# gets no gradient from the surrogate. The mean k3 KL to the reference is 0.0000, 0.0185, 0.0296,
-# 0.1106, 0.2189, 0.5045, so the policy moves away from the reference while β = 0.04 pulls it back. The
-# sampled training reward goes 0.000, 0.125, 0.125, 0.312, 0.312, 0.688 (2 questions × 8 replies per
-# step, so each value is noisy) and the completion length stays at 7.56–8.00 tokens of the 8 allowed. On
-# the 12 held-out questions the mean reward goes from 0.177 [0.068, 0.287] to 0.698 [0.488, 0.908]: a
-# paired difference of +0.521 [+0.345, +0.696] (paired t over questions, p = 4.2e-05; 11 questions
-# improved, 0 got worse, 1 equal). GRPO raised the success rate on questions it never sampled, after 12
-# sampled groups. What it reinforced is what the program checks — the first number after an optional
-# restatement of the question (the samples above show the replies) — and GRPO optimises the reward it is
-# given, not the intent behind it (Book §8.5.3). One training seed only: the curves show one run, not
-# the spread over seeds.
+# norm 2.277). Then the run. The clipped fraction of the second update is, step by step, 0.000, 0.291,
+# 0.256, 0.174, 0.176, 0.063 (β = 0.04): from the second step on, a share of the tokens gets no gradient
+# from the surrogate.
+#
+# **What β did here: little, in 6 steps.** The two arms draw the same first batches, and their logs stay
+# close: the mean k3 KL to the reference is the same until step 2 (0.0445), then a little higher
+# without the penalty from step 3 on (0.0433 vs 0.0427 at step 3, 0.1658 vs 0.1493 at step 5, 0.3817 vs
+# 0.3540 at step 6: at most 11 % apart); the held-out reward of β = 0 minus β = 0.04 is +0.021 [-0.010,
+# +0.052] (paired t over questions, p = 0.17). One seed per arm, so the KL gap has no interval; the reward
+# interval contains zero and excludes differences larger than 0.052 in favour of β = 0 or 0.010 in favour
+# of β = 0.04. With a coefficient of 0.04 and KLs of this size the penalty is small next to the
+# advantages: this run does not show β holding the policy back.
+#
+# **What was taught: a form, and right sums in it.** On the 12 held-out questions (none has its
+# commuted twin among the training questions), the mean reward goes from 0.208 [0.048, 0.368] to 0.750
+# [0.588, 0.912] with β = 0.04: +0.542 [+0.382, +0.702] (paired t over questions, p = 1.3e-05; 12
+# questions improved, 0 got worse). Two things changed. The **form**: the share of replies with an
+# integer answer goes from 0.396 [0.261, 0.531] to 0.948 [0.907, 0.989], and the share that restate
+# "$a$ + $b$" first from 0.333 [0.166, 0.500] to 0.917 [0.838, 0.995] — nearly every reply becomes an
+# equation. The **correctness within it**: among replies with an integer, 20 of 38 were right before
+# (0.526 [0.373, 0.675], Wilson) and 72 of 91 after (0.791 [0.697, 0.862]); among replies that restate
+# the question, 17 of 32 (0.531) before and 71 of 88 (0.807) after. Those two Wilson intervals do not
+# overlap, but they pool 8 replies per question, which are not independent: read them as a description
+# of these replies, not a test. The token budget did not hold the reference back: at 16 tokens its reward
+# is 0.219 [0.063, 0.374] and the trained policy's 0.771 [0.609, 0.933]. So on questions whose terms it
+# never saw in either order, GRPO taught the format the reward reads (an equation instead of prose)
+# *and* more right sums within that format than the reference wrote in it — the samples show both, and
+# that wrong sums remain ("2 + 7 = 15"). GRPO optimises the reward it is given, not the intent behind
+# it (Book §8.5.3): here the two point the same way. One training seed: the curves show one run, not the
+# spread over seeds.
 #
 # **A pitfall met on the way.** `DPOTrainer` (and `GRPOTrainer`) replace the `forward` of the models
 # they receive (TRL's `add_fused_lm_head`) with a closure that calls the *original object's*
@@ -1841,22 +1930,51 @@ else:
 # exact binomial test against chance (0.5), and the mean soft score minus 0.5 with its t-interval. The
 # power of that test was fixed before the run (printed below): what accuracy 24 pairs can detect
 # and how many pairs a judge of accuracy 0.65 would need.
+#
+# **Then the remedy of MT-Bench for maths questions: give the judge the key** (reference-guided
+# judging). A fourth wording puts the key's result after the question ("The answer key says the
+# result is 57.") and asks which answer agrees with it. And the same model judges a second way, with
+# no labels at all: it scores each answer on its own by its log-probability as a reply to the question,
+# $\log P(\text{answer} \mid \text{question})$, and the verdict is right when the correct answer scores higher
+# — once without the key and once with the key in the question. Scoring each answer separately has no
+# first slot to prefer. Same 24 pairs, same exact interval and test.
 
 # %% nbgrader={"grade": false, "grade_id": "judge_key", "locked": true, "schema_version": 3, "solution": false, "task": false}
 N_KEY = 0 if AUTOGRADING else (2 if CI_MODE else 24)      # CI mode: 2 pairs (a smoke run); full mode: 24
 _rng = np.random.default_rng(13)
-KEY_PAIRS = []                                             # (question, correct answer, wrong answer)
+KEY_PAIRS, KEY_SUMS = [], []                               # (question, correct answer, wrong answer); the key
 for _ in range(N_KEY):
     a, b = (int(x) for x in _rng.integers(11, 60, size=2))
     wrong = a + b + int(_rng.choice([-10, -1, 1, 10]))
     KEY_PAIRS.append((f"What is {a} + {b}?", f"{a} + {b} = {a + b}.", f"{a} + {b} = {wrong}."))
+    KEY_SUMS.append(a + b)
 JUDGE_VARIANTS = {
     "original ('better', A/B)": (JUDGE_TEMPLATE, ("A", "B")),
     "reworded ('correct', A/B)": ("Question: {q}\n\nAnswer A: {a}\n\nAnswer B: {b}\n\nOne of these answers is correct "
                                   "and the other is wrong. Which one is correct? Reply with A or B.", ("A", "B")),
     "labels 1/2 ('better')": ("Question: {q}\n\nAnswer 1: {a}\n\nAnswer 2: {b}\n\n"
                               "Which answer is better, 1 or 2? Reply with one digit.", ("1", "2")),
+    # reference-guided (MT-Bench's remedy for maths): the key's answer is in the prompt, next to the question
+    "key in the prompt ('agrees', A/B)": ("Question: {q}\n\nAnswer A: {a}\n\nAnswer B: {b}\n\nWhich answer agrees "
+                                          "with the answer key? Reply with A or B.", ("A", "B")),
 }
+GUIDED = "key in the prompt ('agrees', A/B)"
+
+
+def with_key(question, key):
+    """The question as a reference-guided judge sees it: followed by the answer key's result."""
+    return f"{question} The answer key says the result is {key}."
+
+
+def answer_logprob(model, question, answer):
+    """log P(answer | question) under `model`, summed over the answer's tokens (the chat template's user turn, then
+    the answer as the assistant's reply): a judge that scores each answer on its own, so no slot and no order."""
+    prompt = tok(chat_prompt(question), add_special_tokens=False).input_ids
+    full = tok(chat_prompt(question) + answer, add_special_tokens=False).input_ids
+    assert full[:len(prompt)] == prompt, "the answer's tokens must extend the prompt's"
+    with torch.no_grad():
+        logp = torch.log_softmax(model(torch.tensor([full])).logits[0, :-1].float(), -1)
+    return float(logp[torch.arange(len(prompt) - 1, len(full) - 1), torch.tensor(full[len(prompt):])].sum())
 from statsmodels.stats.proportion import binom_test_reject_interval
 
 
@@ -1876,8 +1994,11 @@ if N_KEY:
           f"{'debiased verdict right, exact 95 % CI':>40s} {'P(correct) - 0.5, soft':>24s}")
     key_results = {}
     for name, (template, labels) in JUDGE_VARIANTS.items():
-        p1_right_first, _ = judge_prob_a(ref_model, [(q, r, w) for q, r, w in KEY_PAIRS], template=template, labels=labels)
-        p1_right_second, _ = judge_prob_a(ref_model, [(q, w, r) for q, r, w in KEY_PAIRS], template=template, labels=labels)
+        qs = [with_key(q, k) if name == GUIDED else q for (q, _, _), k in zip(KEY_PAIRS, KEY_SUMS)]
+        p1_right_first, _ = judge_prob_a(ref_model, [(qq, r, w) for qq, (q, r, w) in zip(qs, KEY_PAIRS)],
+                                         template=template, labels=labels)
+        p1_right_second, _ = judge_prob_a(ref_model, [(qq, w, r) for qq, (q, r, w) in zip(qs, KEY_PAIRS)],
+                                          template=template, labels=labels)
         right = np.concatenate([p1_right_first > 0.5, p1_right_second < 0.5])
         both = (p1_right_first > 0.5) & (p1_right_second < 0.5)
         first = int((p1_right_first > 0.5).sum() + (p1_right_second > 0.5).sum())
@@ -1889,6 +2010,18 @@ if N_KEY:
         print(f"{name:28s} {f'{int(right.sum())}/{2 * N_KEY}':>20s} {f'{int(both.sum())}/{N_KEY}':>21s} "
               f"{f'{first}/{2 * N_KEY}':>17s} {f'{debiased}/{N_KEY} = {debiased / N_KEY:.3f} [{ci.low:.3f}, {ci.high:.3f}], p = {bt.pvalue:.2g}':>40s} "
               f"{fmt_mean(soft - 0.5, 4):>24s}")
+    # the same judge scoring each answer by its log-probability: without the key, then with it in the question
+    print(f"\n{'likelihood judge (no slots)':28s} {'right: log P(correct) > log P(wrong), exact 95 % CI':>52s} "
+          f"{'log P(correct) - log P(wrong)':>32s}")
+    for name, question in (("no key", lambda q, k: q), ("key in the question", with_key)):
+        d = np.array([answer_logprob(ref_model, question(q, k), r) - answer_logprob(ref_model, question(q, k), w)
+                      for (q, r, w), k in zip(KEY_PAIRS, KEY_SUMS)])
+        k_right = int((d > 0).sum())
+        bt = stats.binomtest(k_right, N_KEY, 0.5)
+        ci = bt.proportion_ci(method="exact")
+        key_results[f"likelihood, {name}"] = (k_right,)
+        print(f"{'likelihood, ' + name:28s} {f'{k_right}/{N_KEY} = {k_right / N_KEY:.3f} [{ci.low:.3f}, {ci.high:.3f}], p = {bt.pvalue:.2g}':>52s} "
+              f"{fmt_mean(d, 2):>32s}")
     # fixed before the run: what the exact binomial test over these pairs can detect (no "observed power")
     print(f"power of the exact two-sided binomial test (alpha 0.05) with {N_KEY} pairs: true accuracy 0.75 -> "
           f"{power_at(N_KEY, 0.75):.2f}, 0.65 -> {power_at(N_KEY, 0.65):.2f}; pairs needed for power >= 0.8 at "
@@ -1899,18 +2032,27 @@ else:
 
 # %% [markdown]
 # **Observe.** (Full mode, same judge.) The hard verdicts carry no information about the sums under any
-# of the three wordings: the judge picks the first slot in 48, 48, 48 of the 48 verdicts, so it is right
-# on 24, 24, 24 of 48 — the count an always-first judge is forced to get — and right in both orders on
-# 0, 0, 0 of 24 pairs. The position-debiased verdict removes that pull: it is right on 14/24 [0.366,
-# 0.779], 13/24 [0.328, 0.744], 12/24 [0.291, 0.709] of the pairs under the three wordings (exact 95 %
-# intervals; binomial test against one half, p = 0.54, 0.84, 1), and the order-averaged soft preference
-# for the correct sum is 0.0005 [-0.0003, 0.0013], 0.0009 [-0.0006, 0.0023], -0.0001 [-0.0004, 0.0001]
-# above one half (t-intervals over pairs). None of the three differs from chance. What a run of this size
-# can detect was fixed before it: with 24 pairs the exact test detects a judge of accuracy 0.75 with power
-# 0.61 and one of accuracy 0.65 with power 0.21; a judge of accuracy 0.65 would need 90 pairs for power
-# 0.8. Those numbers size the next run. What this one shows is its intervals, and the best wording's
-# [0.366, 0.779] still contains 0.75: these 24 pairs cannot tell a judge at chance from a fairly competent
-# one. A judge this uncertain, 135 M parameters, is no substitute for the answer key, the verifiable
+# of the four wordings: the judge picks the first slot in 48 of the 48 verdicts each time, so it is right
+# on 24 of 48 — the count an always-first judge is forced to get — and right in both orders on 0 of 24
+# pairs. The position-debiased verdict removes that pull: it is right on 14/24 [0.366, 0.779], 13/24
+# [0.328, 0.744], 12/24 [0.291, 0.709] of the pairs under the three wordings without the key, and on 9/24
+# [0.188, 0.594] with the key in the prompt (exact 95 % intervals; binomial test against one half, p =
+# 0.54, 0.84, 1, 0.31); the order-averaged soft preferences for the correct sum stay within 0.0023 of one
+# half (0.0005 [-0.0003, 0.0013], 0.0009 [-0.0006, 0.0023], -0.0001 [-0.0004, 0.0001], 0.0001 [-0.0007,
+# 0.0009], t-intervals over pairs). None of the four differs from chance: asked for a label, this judge
+# does not use the key it is given.
+#
+# **Scored by likelihood, the same model judges with the key.** Without the key, the correct answer has the
+# higher log-probability on 15/24 pairs [0.406, 0.812] (p = 0.31), with a mean margin of 1.67 [0.40, 2.93]:
+# the interval of the margin is above zero while the count's contains one half — the correct sum is
+# favoured on average, by margins too uneven to decide pair by pair. With the key in the question it is
+# right on 24/24 [0.858, 1.000] (p = 1.2e-07), margin 5.58 [4.67, 6.50]. With the key, judging reduces to
+# seeing which answer repeats a number already in the prompt, which a 135 M model does; without it, the
+# judge has to know the sum. That is why reference-guided judging works where it can be used: the judge is
+# handed the verification it cannot do itself. The unguided label verdicts are read by their intervals:
+# the best wording's [0.366, 0.779] still contains 0.75, so these 24 pairs cannot tell a judge at chance
+# from a fairly competent one; the power printed above (0.61 at 0.75; 90 pairs for 0.8 at 0.65) sizes a
+# next run. Without its key, a judge this uncertain is no substitute for the answer key, the verifiable
 # check Book §8.4.4 recommends.
 
 # %% [markdown]
