@@ -1591,24 +1591,28 @@ else:
 # **Observe.** (Full mode; the policy is the offline stand-in SmolLM2-135M-Instruct, one training seed, two arms.)
 # The checks first: on the tiny Llama the shared-cache log-probs equal a full forward pass (max |diff|
 # `0.0e+00`), and on a batch where 6 of 12 ratios lie outside [0.8, 1.2], `grpo_loss` gives 0.033053
-# where TRL's `GRPOTrainer.compute_loss` gives 0.033053, and the two gradients differ by at most `4.8e-07` (gradient
-# norm 2.277). Then the run. The clipped fraction of the second update is, step by step, 0.000, 0.291,
-# 0.256, 0.174, 0.176, 0.063 (β = 0.04): from the second step on, a share of the tokens gets no gradient
-# from the surrogate.
+# where TRL's `GRPOTrainer.compute_loss` gives 0.033053, and the two gradients differ by at most `4.5e-07` (gradient
+# norm 2.277; float32 rounding, whose last digit moves between runs). Then the run. Step 1 drew no correct
+# reply in either arm (sampled reward 0.000), so all its advantages are zero and it changes nothing: 5
+# steps train. The clipped fraction of the second update is, step by step, 0.000, 0.291, 0.256, 0.174,
+# 0.176, 0.063 (β = 0.04): from the second step on, a share of the tokens gets no gradient from the
+# surrogate.
 #
 # **What β did here: little, in 6 steps.** The two arms draw the same first batches, and their logs stay
 # close: the mean k3 KL to the reference is the same until step 2 (0.0445), then a little higher
 # without the penalty from step 3 on (0.0433 vs 0.0427 at step 3, 0.1658 vs 0.1493 at step 5, 0.3817 vs
-# 0.3540 at step 6: at most 11 % apart); the held-out reward of β = 0 minus β = 0.04 is +0.021 [-0.010,
-# +0.052] (paired t over questions, p = 0.17). One seed per arm, so the KL gap has no interval; the reward
-# interval contains zero and excludes differences larger than 0.052 in favour of β = 0 or 0.010 in favour
-# of β = 0.04. With a coefficient of 0.04 and KLs of this size the penalty is small next to the
-# advantages: this run does not show β holding the policy back.
+# 0.3540 at step 6); the held-out reward of β = 0 minus β = 0.04 is +0.021 [-0.010, +0.052] (paired t over
+# questions, p = 0.17). One seed per arm, so the KL gap has no interval; the reward interval contains zero
+# and excludes differences larger than 0.052 in favour of β = 0 or 0.010 in favour of β = 0.04 — for these
+# two trained models: with one training seed it says nothing of how β's effect varies between runs (and
+# its 12 questions are 6 pairs of commuted twins, see below). This run does not show β holding the
+# policy back.
 #
 # **What was taught: a form, and right sums in it.** On the 12 held-out questions (none has its
 # commuted twin among the training questions), the mean reward goes from 0.208 [0.048, 0.368] to 0.750
 # [0.588, 0.912] with β = 0.04: +0.542 [+0.382, +0.702] (paired t over questions, p = 1.3e-05; 12
-# questions improved, 0 got worse). Two things changed. The **form**: the share of replies with an
+# questions improved, 0 got worse). The 12 questions are 6 pairs of commuted twins (2 + 7 and 7 + 2), which
+# are not independent: the t-intervals count them as 12 units and are likely too narrow. Two things changed. The **form**: the share of replies with an
 # integer answer goes from 0.396 [0.261, 0.531] to 0.948 [0.907, 0.989], and the share that restate
 # "$a$ + $b$" first from 0.333 [0.166, 0.500] to 0.917 [0.838, 0.995] — nearly every reply becomes an
 # equation. The **correctness within it**: among replies with an integer, 20 of 38 were right before
@@ -1616,12 +1620,12 @@ else:
 # the question, 17 of 32 (0.531) before and 71 of 88 (0.807) after. Those two Wilson intervals do not
 # overlap, but they pool 8 replies per question, which are not independent: read them as a description
 # of these replies, not a test. The token budget did not hold the reference back: at 16 tokens its reward
-# is 0.219 [0.063, 0.374] and the trained policy's 0.771 [0.609, 0.933]. So on questions whose terms it
-# never saw in either order, GRPO taught the format the reward reads (an equation instead of prose)
-# *and* more right sums within that format than the reference wrote in it — the samples show both, and
-# that wrong sums remain ("2 + 7 = 15"). GRPO optimises the reward it is given, not the intent behind
-# it (Book §8.5.3): here the two point the same way. One training seed: the curves show one run, not the
-# spread over seeds.
+# is 0.219 [0.063, 0.374] and the trained policy's 0.771 [0.609, 0.933]. So on questions it never saw in
+# either order, GRPO taught the format the reward reads (an equation instead of prose) and, in these
+# replies, a larger share of right sums within that format (17/32 -> 71/88 among those that restate:
+# described, not tested) — the samples show both, and that wrong sums remain ("2 + 7 = 15"). GRPO
+# optimises the reward it is given, not the intent behind it (Book §8.5.3). One training seed: the curves
+# show one run, not the spread over seeds.
 #
 # **A pitfall met on the way.** `DPOTrainer` (and `GRPOTrainer`) replace the `forward` of the models
 # they receive (TRL's `add_fused_lm_head`) with a closure that calls the *original object's*
@@ -2039,8 +2043,9 @@ else:
 # [0.188, 0.594] with the key in the prompt (exact 95 % intervals; binomial test against one half, p =
 # 0.54, 0.84, 1, 0.31); the order-averaged soft preferences for the correct sum stay within 0.0023 of one
 # half (0.0005 [-0.0003, 0.0013], 0.0009 [-0.0006, 0.0023], -0.0001 [-0.0004, 0.0001], 0.0001 [-0.0007,
-# 0.0009], t-intervals over pairs). None of the four differs from chance: asked for a label, this judge
-# does not use the key it is given.
+# 0.0009], t-intervals over pairs). None of the four differs from chance. With the key, the debiased
+# accuracy lies in [0.188, 0.594] and the soft preference in [-0.0007, 0.0009]: no sign that a judge asked
+# for a label uses the key, and an accuracy above 0.594 is excluded.
 #
 # **Scored by likelihood, the same model judges with the key.** Without the key, the correct answer has the
 # higher log-probability on 15/24 pairs [0.406, 0.812] (p = 0.31), with a mean margin of 1.67 [0.40, 2.93]:
@@ -2048,8 +2053,9 @@ else:
 # favoured on average, by margins too uneven to decide pair by pair. With the key in the question it is
 # right on 24/24 [0.858, 1.000] (p = 1.2e-07), margin 5.58 [4.67, 6.50]. With the key, judging reduces to
 # seeing which answer repeats a number already in the prompt, which a 135 M model does; without it, the
-# judge has to know the sum. That is why reference-guided judging works where it can be used: the judge is
-# handed the verification it cannot do itself. The unguided label verdicts are read by their intervals:
+# judge has to know the sum. Here the key helped only when the answers were scored by likelihood: asked for
+# a label with the key, the judge stayed at chance (9/24 [0.188, 0.594]). The unguided label verdicts are
+# read by their intervals:
 # the best wording's [0.366, 0.779] still contains 0.75, so these 24 pairs cannot tell a judge at chance
 # from a fairly competent one; the power printed above (0.61 at 0.75; 90 pairs for 0.8 at 0.65) sizes a
 # next run. Without its key, a judge this uncertain is no substitute for the answer key, the verifiable
