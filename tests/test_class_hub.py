@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from _classroom import AID, MAX_AUTO, RIGHT, RUNUSER, VENV_BIN, answered
+from _classroom import AID, MAX_AUTO, MAX_TOTAL, RIGHT, RUNUSER, VENV_BIN, answered
 from _hub import class_hub
 from course_utils.paths import repo_root
 
@@ -35,7 +35,7 @@ def hub():
     base = Path(tempfile.mkdtemp(prefix="llmc-hub-"))
     base.chmod(0o755)
     try:
-        with class_hub(base, n_students=3) as h:
+        with class_hub(base, n_students=4) as h:
             # chapter 05 in both editions as well (the Portuguese run: test_a_portuguese_student_in_a_browser)
             for rel in (f"solutions/{PT_CHAPTER}", f"notebooks/{PT_CHAPTER}", f"pt_BR/notebooks/{PT_CHAPTER}"):
                 shutil.copytree(repo_root() / rel, h.course / rel)
@@ -268,8 +268,52 @@ class Steps:
         return dest
 
 
+def _browser_login(d, wait, hub, user: str) -> None:
+    """The hub's login page (PAM), then wait for her JupyterLab."""
+    from selenium.webdriver.common.by import By
+
+    d.get(f"{hub.url}/hub/logout")       # whoever was logged in before, in this browser
+    d.delete_all_cookies()
+    d.get(f"{hub.url}/hub/login")
+    d.find_element(By.ID, "username_input").send_keys(user)
+    d.find_element(By.ID, "password_input").send_keys(hub.passwords[user])
+    d.find_element(By.ID, "login_submit").click()
+    wait.until(lambda drv: "/lab" in drv.current_url and drv.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item"))
+
+
+def _set_due(hub, due: datetime) -> None:
+    """The instructor sets ex01's due date in her terminal (README: `nbgrader db assignment add`)."""
+    r = _as(hub, hub.instructor, "nbgrader", "db", "assignment", "add", AID, f"--duedate={due:%Y-%m-%d %H:%M:%S} UTC",
+            cwd=hub.course)
+    assert r.returncode == 0, r.stderr
+
+
+def _formgrader_button(d, wait, steps, row_xpath: str, column: str, expect: str) -> str:
+    """Click the icon in ``column`` of the Formgrader table row ``row_xpath``, wait for the success
+    dialog (it says ``expect``), close it with its OK button and return its text."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+
+    _clickable(wait, f"{row_xpath}//td[contains(@class,'{column}')]/a").click()
+    modal = wait.until(EC.visibility_of_element_located((By.CSS_SELECTOR, ".modal.in, .modal.show, #success-modal, #error-modal")))
+    wait.until(lambda drv: modal.find_element(By.CSS_SELECTOR, ".modal-body").text.strip())
+    text = modal.text
+    steps.shot(column)
+    assert expect in text, text[-3000:]
+    modal.find_element(By.CSS_SELECTOR, ".modal-footer button").click()
+    wait.until(EC.invisibility_of_element(modal))
+    return text
+
+
 @pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="needs chromium and chromium-driver (.ci/run installs them)")
-def test_a_student_in_a_browser(hub):
+def test_the_class_cycle_in_a_browser(hub):
+    """Every click of the cycle in Chromium. A student logs in, opens the Assignments tab, fetches
+    ex01, types her answers, Validate, Submit; the due date passes and a second student fetches and
+    submits right answers late; the instructor logs in and, in Formgrader, collects, autogrades both, grades the
+    written answer by hand, generates and releases feedback; the first student clicks Fetch Feedback
+    and reads her score, the late one reads hers: 0, her 3 points taken by nbgrader_config.py's "zero"
+    late penalty, which the page names."""
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
@@ -277,20 +321,29 @@ def test_a_student_in_a_browser(hub):
     from selenium.webdriver.support.ui import WebDriverWait
 
     _release_once(hub)
-    student = hub.students[-1]
+    inst, student, late = hub.instructor, hub.students[2], hub.students[3]
+    _set_due(hub, datetime(2099, 1, 1, tzinfo=timezone.utc))   # on time, whatever ran before in this module
     d = _chromium()
     steps = Steps(d, "en")
-    from selenium.common.exceptions import StaleElementReferenceException
+    wait = WebDriverWait(d, 300, ignored_exceptions=(StaleElementReferenceException,))   # JupyterLab re-renders
 
-    wait = WebDriverWait(d, 120, ignored_exceptions=(StaleElementReferenceException,))   # JupyterLab re-renders
+    def feedback_page(user: str) -> str:
+        """Fetch Feedback in the tab, then open the feedback page; its text."""
+        d.refresh()
+        wait.until(lambda drv: drv.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item"))
+        _open_assignments(d, wait)
+        _clickable(wait, "//*[@id='submitted_assignments_list']//button[text()='Fetch Feedback']").click()
+        wait.until(lambda _: list((hub.homes[user] / AID / "feedback").rglob("*.html")))
+        html = next((hub.homes[user] / AID / "feedback").rglob("*.html"))
+        d.get(f"{hub.url}/user/{user}/files/{html.relative_to(hub.homes[user]).as_posix()}")
+        wait.until(lambda drv: "Score" in drv.find_element(By.TAG_NAME, "body").text)
+        steps.shot(f"feedback-{user}")
+        return d.find_element(By.TAG_NAME, "body").text
 
     try:
         d.get(f"{hub.url}/hub/login")
-        d.find_element(By.ID, "username_input").send_keys(student)
-        d.find_element(By.ID, "password_input").send_keys(hub.passwords[student])
         steps.shot("login")
-        d.find_element(By.ID, "login_submit").click()
-        wait.until(lambda drv: "/lab" in drv.current_url and drv.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item"))
+        _browser_login(d, wait, hub, student)
         steps.shot("lab")
         # the student's Nbgrader menu: the Assignments tab only (no Formgrader, no course list)
         [m for m in d.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item") if m.text == "Nbgrader"][0].click()
@@ -332,26 +385,79 @@ def test_a_student_in_a_browser(hub):
                                                             "//div[contains(@class,'list_item')][.//span[text()='ex01']]"))
         steps.shot("submitted")
 
-        # the instructor grades (Formgrader's endpoints, her cookie) and releases feedback
-        collected = _formgrader(hub, "POST", f"/assignment/{AID}/collect")
-        assert (hub.course / "submitted" / student / AID).is_dir(), collected
-        _formgrader(hub, "POST", f"/submission/{AID}/{student}/autograde")
-        _formgrader(hub, "POST", f"/assignment/{AID}/{student}/generate_feedback")
-        _formgrader(hub, "POST", f"/assignment/{AID}/{student}/release_feedback")
-        # the student clicks Fetch Feedback and opens the feedback page
-        d.refresh()
-        wait.until(lambda drv: drv.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item"))
+        # the due date passes; a second student fetches and submits the notebook as released: late
+        due = (datetime.now(timezone.utc) + timedelta(seconds=1)).replace(microsecond=0)
+        _set_due(hub, due)
+        time.sleep(max(0.0, (due - datetime.now(timezone.utc)).total_seconds()) + 0.2)
+        hub.login(late)
+        hub.start_server(late)
+        _browser_login(d, wait, hub, late)
         _open_assignments(d, wait)
-        _clickable(wait, "//*[@id='submitted_assignments_list']//button[text()='Fetch Feedback']").click()
-        wait.until(lambda _: list((hub.homes[student] / AID / "feedback").rglob("*.html")))
-        steps.shot("feedback-fetched")
-        html = next((hub.homes[student] / AID / "feedback").rglob("*.html"))
-        rel = html.relative_to(hub.homes[student])
-        d.get(f"{hub.url}/user/{student}/files/{rel.as_posix()}")
-        wait.until(lambda drv: "Score" in drv.find_element(By.TAG_NAME, "body").text)
-        steps.shot("feedback-page")
-        body = d.find_element(By.TAG_NAME, "body").text
-        assert f"{MAX_AUTO:g}" in body or f"{MAX_AUTO}" in body, body[:1500]
+        _clickable(wait, "//*[@id='released_assignments_list']//div[contains(@class,'list_item')][.//span[text()='ex01']]"
+              "//button[text()='Fetch']").click()
+        submit = _clickable(wait, "//*[@id='fetched_assignments_list']//button[text()='Submit']")
+        # right answers (saved through the contents API her editor saves through): late, so the penalty shows
+        nb_path = f"{AID}/{AID}.ipynb"
+        hub.get(late, f"/user/{late}/lab")        # her session's cookie for her server (the hub's OAuth)
+        model = hub.get(late, f"/user/{late}/api/contents/{nb_path}").json()
+        r = hub.sessions[late].put(f"{hub.url}/user/{late}/api/contents/{nb_path}", headers=_xsrf(hub, late, late),
+                                   json={"type": "notebook", "format": "json", "content": answered(model["content"], RIGHT)},
+                                   timeout=60)
+        assert r.status_code == 200, r.text
+        submit.click()
+        wait.until(lambda drv: drv.find_elements(By.XPATH, "//*[@id='submitted_assignments_list']"
+                                                            "//div[contains(@class,'list_item')][.//span[text()='ex01']]"))
+        steps.shot("submitted-late")
+
+        # the instructor: Formgrader (her server; JupyterLab's Formgrader tab shows this page in a frame)
+        _browser_login(d, wait, hub, inst)
+        d.get(f"{hub.url}/user/{inst}/formgrader")
+        row = "//tbody[@id='main-table']//tr[.//td[contains(@class,'name')][contains(., 'ex01')]]"
+        wait.until(EC.presence_of_element_located((By.XPATH, f"{row}//td[contains(@class,'collect')]/a")))
+        steps.shot("formgrader")
+        _formgrader_button(d, wait, steps, row, "collect", "Successfully collected submissions of 'ex01'")
+        for u in (student, late):
+            assert (hub.course / "submitted" / u / AID).is_dir(), u
+        _clickable(wait, f"{row}//td[contains(@class,'num-submissions')]/a").click()
+        for u in (student, late):
+            sub = f"//tbody[@id='main-table']//tr[.//td[contains(@class,'student-id')][text()='{u}']]"
+            _formgrader_button(d, wait, steps, sub, "autograde", f"Successfully autograded 'ex01' for student '{u}'")
+        scores = {u: d.find_element(By.XPATH, f"//tbody[@id='main-table']//tr[.//td[contains(@class,'student-id')]"
+                                               f"[text()='{u}']]//td[contains(@class,'score')]").text for u in (student, late)}
+        steps.shot("autograded")
+        assert scores[student].startswith(f"{MAX_AUTO:g}") or scores[student].startswith(f"{MAX_AUTO}"), scores
+        assert scores[late].startswith("0"), scores
+        # the hand grade: the student's name (a link once autograded) -> her notebook -> the written answer's score
+        _clickable(wait, f"//tbody[@id='main-table']//tr[.//td[contains(@class,'student-id')][text()='{student}']]"
+                         "//td[contains(@class,'student-name')]/a").click()
+        _clickable(wait, "//tbody[@id='main-table']//td[contains(@class,'name')]/a").click()
+        score = _clickable(wait, "//input[contains(@class,'score')][@id='written']")
+        steps.shot("formgrade")
+        score.clear()
+        score.send_keys("1", Keys.TAB)
+        nb_id = _submitted_notebook_id(hub, AID, AID, student)
+        t_end = time.monotonic() + 60
+        while time.monotonic() < t_end:
+            written = [g for g in _formgrader(hub, "GET", f"/grades?submission_id={nb_id}") if g["name"] == "written"]
+            if written and written[0]["manual_score"] == 1:
+                break
+            time.sleep(0.5)
+        else:
+            raise AssertionError(f"the hand grade was not saved: {written}")
+        steps.shot("hand-graded")
+        d.get(f"{hub.url}/user/{inst}/formgrader")
+        wait.until(EC.presence_of_element_located((By.XPATH, f"{row}//td[contains(@class,'generate-feedback')]/a")))
+        _formgrader_button(d, wait, steps, row, "generate-feedback", "Successfully generated feedback of 'ex01'")
+        _formgrader_button(d, wait, steps, row, "release-feedback", "Successfully released feedback of 'ex01'")
+
+        # each student clicks Fetch Feedback and reads her score
+        _browser_login(d, wait, hub, student)
+        body = feedback_page(student)
+        assert f"Score: {MAX_TOTAL:.1f} / {MAX_TOTAL:.1f}" in body, body[:1500]
+        _browser_login(d, wait, hub, late)
+        body = feedback_page(late)
+        assert f"Score: 0.0 / {MAX_TOTAL:.1f}" in body, body[:1500]
+        assert f"Late submission penalty (Score: -{MAX_AUTO:.1f})" in body, body[:1500]   # right answers, zeroed
     except Exception:
         where = steps.keep()
         raise AssertionError(f"browser run failed; screenshots in {where}\n{hub.log_text()[-3000:]}")
