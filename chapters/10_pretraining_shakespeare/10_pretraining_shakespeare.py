@@ -1584,7 +1584,11 @@ del bench, bench_opt, _batches
 # than its FLOPs say. It also does work that multiplies no weight by an activation, which the count
 # leaves out: AdamW reads and writes four numbers per parameter, clipping takes the norm of every
 # gradient, dropout draws its masks, autograd stores activations for the backward pass. Which of
-# these takes the extra time, this cell does not separate. (The training runs of section 6 took 57
+# these takes the extra time, this cell does not separate. Nor does the interval cover other runs:
+# an earlier build of this notebook, measured on 2026-11-26 (before AdamW was switched to its fused
+# version here), trained 26,178 ± 1,202 tokens/s and ran the forward pass at 96,886 ± 5,355, a ratio of
+# about 3.7. Between runs, code versions and machine loads the ratio moves by more than one run's
+# interval: what holds in both is that training costs more than three forward passes. (The training runs of section 6 took 57
 # to 64 s per 1200 steps, against the 49 s the table predicts: they also evaluate every 100 steps.)
 # Memory: the training state is 6.4 MiB, but the activations autograd keeps for one batch are
 # 18.5 MiB — at this size activations, not weights, dominate — and the whole kernel peaks at

@@ -1417,10 +1417,15 @@ def sum_prompt(a, b):
                add_special_tokens=False).input_ids
 
 
+def restates(text, a, b):
+    """Do the reply's integers begin with a, b (it restates 'a + b' before answering)?"""
+    return [int(x) for x in re.findall(r"\d+", text)][:2] == [a, b]
+
+
 def answer_of(text, a, b):
     """The integer the reward reads: the first one after an optional restatement 'a + b'; None if there is none."""
     nums = [int(x) for x in re.findall(r"\d+", text)]
-    if nums[:2] == [a, b]:
+    if restates(text, a, b):
         nums = nums[2:]
     return nums[0] if nums else None
 
@@ -1435,13 +1440,18 @@ def group_rewards(completions, mask, a, b):
                          for c, m in zip(completions, mask)])
 
 
-def heldout_replies(model, n=8, seed=100, length=GRPO_LEN):
-    """n sampled replies (text) per held-out question, with the same sampling seed for every model. The prompts all
+def heldout_replies(model, lengths=(GRPO_LEN,), n=8, seed=100):
+    """{budget: n sampled replies (text) per held-out question} for each token budget of `lengths`, with the same
+    sampling seed for every model. One run at the longest budget: the replies at a shorter one are its first tokens,
+    exactly what a run at that budget draws (the tokens are drawn one at a time from one generator). The prompts all
     have the same length (one-digit numbers), so the questions are sampled together in one batch."""
     gen = torch.Generator().manual_seed(seed)
-    comp, mask = sample_group(model, torch.cat([sum_prompt(a, b) for a, b in SUM_HELDOUT]), n, length, gen)
-    texts = [tok.decode(c[m.bool()], skip_special_tokens=True) for c, m in zip(comp, mask)]
-    return [texts[i * n:(i + 1) * n] for i in range(len(SUM_HELDOUT))]
+    comp, mask = sample_group(model, torch.cat([sum_prompt(a, b) for a, b in SUM_HELDOUT]), n, max(lengths), gen)
+    out = {}
+    for length in lengths:
+        texts = [tok.decode(c[:length][m[:length].bool()], skip_special_tokens=True) for c, m in zip(comp, mask)]
+        out[length] = [texts[i * n:(i + 1) * n] for i in range(len(SUM_HELDOUT))]
+    return out
 
 
 def reply_stats(replies):
@@ -1451,7 +1461,7 @@ def reply_stats(replies):
     pooled = {"correct": 0, "with_integer": 0, "restating": 0, "restating_correct": 0}
     for (a, b), texts in zip(SUM_HELDOUT, replies):
         ans = [answer_of(t, a, b) for t in texts]
-        rest = [[int(x) for x in re.findall(r"\d+", t)][:2] == [a, b] for t in texts]
+        rest = [restates(t, a, b) for t in texts]
         per_q["reward"].append(np.mean([x == a + b for x in ans]))
         per_q["integer"].append(np.mean([x is not None for x in ans]))
         per_q["restates"].append(np.mean(rest))
@@ -1535,8 +1545,8 @@ if GRPO_STEPS:
     # held out: the same 8 sampled replies per question for every model, at the trained budget and at twice it
     grpo_eval = {}
     for name, m in (("reference", ref_model), *grpo_models.items()):
-        for length in ((GRPO_LEN,) if CI_MODE else (GRPO_LEN, 2 * GRPO_LEN)):
-            grpo_eval[name, length] = reply_stats(heldout_replies(m, length=length))
+        for length, replies in heldout_replies(m, (GRPO_LEN,) if CI_MODE else (GRPO_LEN, 2 * GRPO_LEN)).items():
+            grpo_eval[name, length] = reply_stats(replies)
     print(f"\nheld out: {GRPO_HELDOUT} questions (no commuted twin in training) x 8 sampled replies; per question, mean "
           f"[95 % t-interval over questions]")
     print(f"{'model':>10s} {'tokens':>6s} {'reward':>22s} {'has an integer':>22s} {'restates a + b':>22s}"
@@ -1822,7 +1832,7 @@ JUDGE_TEMPLATE = ("Question: {q}\n\nAnswer A: {a}\n\nAnswer B: {b}\n\n"
                   "Which answer is better, A or B? Reply with one letter.")
 FILLER = (" In addition, it is worth noting that this is a well-known fact that many people find interesting and useful to remember.")
 
-def judge_prob_a(judge, items, batch_size=8, template=JUDGE_TEMPLATE, labels=("A", "B")):
+def judge_prob_a(judge, items, batch_size=24, template=JUDGE_TEMPLATE, labels=("A", "B")):
     """For (question, answer A, answer B) items: P(A) / (P(A) + P(B)) of the judge's next token, and P(A) + P(B)
     (A and B: the two `labels`, one token each), as float32 arrays in the items' order.
 
@@ -1970,15 +1980,35 @@ def with_key(question, key):
     return f"{question} The answer key says the result is {key}."
 
 
-def answer_logprob(model, question, answer):
-    """log P(answer | question) under `model`, summed over the answer's tokens (the chat template's user turn, then
-    the answer as the assistant's reply): a judge that scores each answer on its own, so no slot and no order."""
-    prompt = tok(chat_prompt(question), add_special_tokens=False).input_ids
-    full = tok(chat_prompt(question) + answer, add_special_tokens=False).input_ids
-    assert full[:len(prompt)] == prompt, "the answer's tokens must extend the prompt's"
-    with torch.no_grad():
-        logp = torch.log_softmax(model(torch.tensor([full])).logits[0, :-1].float(), -1)
-    return float(logp[torch.arange(len(prompt) - 1, len(full) - 1), torch.tensor(full[len(prompt):])].sum())
+def answer_logprobs(model, items, batch_size=16):
+    """log P(answer | question) under `model` for each (question, answer) of `items`, summed over the answer's tokens
+    (the chat template's user turn, then the answer as the assistant's reply): a judge that scores each answer on its
+    own, so no slot and no order. Rows of similar length run together, right-padded (a causal model: what follows a
+    row's last token never changes its log-probs), and the head runs only where an answer token is predicted."""
+    rows, starts = [], []
+    for question, answer in items:
+        prompt = chat_prompt(question)
+        p_ids = tok(prompt, add_special_tokens=False).input_ids
+        full = tok(prompt + answer, add_special_tokens=False).input_ids
+        assert full[:len(p_ids)] == p_ids, "the answer's tokens must extend the prompt's"
+        rows.append(full)
+        starts.append(len(p_ids))
+    out = np.zeros(len(rows))
+    order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
+    for b in range(0, len(rows), batch_size):
+        idx = order[b:b + batch_size]
+        ids = torch.full((len(idx), max(len(rows[i]) for i in idx)), tok.pad_token_id)
+        for j, i in enumerate(idx):
+            ids[j, :len(rows[i])] = torch.tensor(rows[i])
+        with torch.no_grad():
+            hidden = model.model(input_ids=ids).last_hidden_state
+            for j, i in enumerate(idx):
+                pos = torch.arange(starts[i] - 1, len(rows[i]) - 1)
+                logp = torch.log_softmax(model.lm_head(hidden[j, pos]).float(), -1)
+                out[i] = float(logp[torch.arange(len(pos)), torch.tensor(rows[i][starts[i]:])].sum())
+    return out
+
+
 from statsmodels.stats.proportion import binom_test_reject_interval
 
 
@@ -2018,8 +2048,8 @@ if N_KEY:
     print(f"\n{'likelihood judge (no slots)':28s} {'right: log P(correct) > log P(wrong), exact 95 % CI':>52s} "
           f"{'log P(correct) - log P(wrong)':>32s}")
     for name, question in (("no key", lambda q, k: q), ("key in the question", with_key)):
-        d = np.array([answer_logprob(ref_model, question(q, k), r) - answer_logprob(ref_model, question(q, k), w)
-                      for (q, r, w), k in zip(KEY_PAIRS, KEY_SUMS)])
+        lp = answer_logprobs(ref_model, [(question(q, k), x) for (q, r, w), k in zip(KEY_PAIRS, KEY_SUMS) for x in (r, w)])
+        d = lp[0::2] - lp[1::2]                               # log P(correct) - log P(wrong), pair by pair
         k_right = int((d > 0).sum())
         bt = stats.binomtest(k_right, N_KEY, 0.5)
         ci = bt.proportion_ci(method="exact")
