@@ -127,7 +127,7 @@ def test_a_student_reaches_her_own_server_only(hub):
 def test_the_class_cycle_through_the_tabs_endpoints(hub):
     """Release (the instructor's terminal) → fetch, validate, submit (the Assignments tab) → a late
     submission → collect, autograde, a hand grade, feedback (Formgrader) → fetch feedback (the tab)."""
-    inst, (s0, s1) = hub.instructor, hub.students[:2]
+    s0, s1 = hub.students[:2]
     _release_once(hub)
     for u in (s0, s1):
         hub.start_server(u)
@@ -152,11 +152,7 @@ def test_the_class_cycle_through_the_tabs_endpoints(hub):
     r = _server_post(hub, s0, "/assignments/submit", data={"course_id": COURSE_ID, "assignment_id": AID})
     assert r.status_code == 200 and '"success": true' in r.text.replace("'", '"'), r.text
     # the due date passes; s1 hands in the notebook as released: late and blank
-    due = (datetime.now(timezone.utc) + timedelta(seconds=1)).replace(microsecond=0)
-    r = _as(hub, inst, "nbgrader", "db", "assignment", "add", AID, f"--duedate={due:%Y-%m-%d %H:%M:%S} UTC",
-            cwd=hub.course)
-    assert r.returncode == 0, r.stderr
-    time.sleep(max(0.0, (due - datetime.now(timezone.utc)).total_seconds()) + 0.2)
+    _pass_due_date(hub)
     r = _server_post(hub, s1, "/assignments/submit", data={"course_id": COURSE_ID, "assignment_id": AID})
     assert r.status_code == 200, r.text
 
@@ -288,6 +284,13 @@ def _set_due(hub, due: datetime) -> None:
     assert r.returncode == 0, r.stderr
 
 
+def _pass_due_date(hub) -> None:
+    """ex01's due date set one second ahead, then waited out: what is submitted from now on is late."""
+    due = (datetime.now(timezone.utc) + timedelta(seconds=1)).replace(microsecond=0)
+    _set_due(hub, due)
+    time.sleep(max(0.0, (due - datetime.now(timezone.utc)).total_seconds()) + 0.2)
+
+
 def _formgrader_button(d, wait, steps, row_xpath: str, column: str, expect: str) -> str:
     """Click the icon in ``column`` of the Formgrader table row ``row_xpath``, wait for the success
     dialog (it says ``expect``), close it with its OK button and return its text."""
@@ -386,9 +389,7 @@ def test_the_class_cycle_in_a_browser(hub):
         steps.shot("submitted")
 
         # the due date passes; a second student fetches and submits the notebook as released: late
-        due = (datetime.now(timezone.utc) + timedelta(seconds=1)).replace(microsecond=0)
-        _set_due(hub, due)
-        time.sleep(max(0.0, (due - datetime.now(timezone.utc)).total_seconds()) + 0.2)
+        _pass_due_date(hub)
         hub.login(late)
         hub.start_server(late)
         _browser_login(d, wait, hub, late)
@@ -510,11 +511,7 @@ def test_a_portuguese_student_in_a_browser(hub):
         return text
 
     try:
-        d.get(f"{hub.url}/hub/login")
-        d.find_element(By.ID, "username_input").send_keys(student)
-        d.find_element(By.ID, "password_input").send_keys(hub.passwords[student])
-        d.find_element(By.ID, "login_submit").click()
-        wait.until(lambda drv: "/lab" in drv.current_url and drv.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item"))
+        _browser_login(d, wait, hub, student)
         _open_assignments(d, wait)
         _clickable(wait, "//*[@id='released_assignments_list']//div[contains(@class,'list_item')][.//span[text()='%s']]"
               "//button[text()='Fetch']" % ch).click()
