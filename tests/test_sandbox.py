@@ -47,6 +47,9 @@ r["write_own_dir"] = can_write("mine.txt")
 r["cwd"] = os.getcwd()
 r["own_dir"] = ls(".")
 r["home"] = os.environ["HOME"]
+from ipykernel.connect import get_connection_file
+r["sock"] = os.path.dirname(get_connection_file())   # the kernel's ZMQ sockets
+r["preimported"] = "transformers" in sys.modules     # a kernel forked from the pre-imported template
 r["uid"] = os.getuid()
 status = dict(line.split(":\t", 1) for line in open("/proc/self/status").read().splitlines() if ":\t" in line)
 r["CapEff"], r["CapBnd"], r["NoNewPrivs"] = status["CapEff"].strip(), status["CapBnd"].strip(), status["NoNewPrivs"].strip()
@@ -111,8 +114,12 @@ def _run(course: Path, code: str, **traits) -> dict:
 
 
 @pytest.mark.skipif(sandbox.probe() is not None, reason=f"no bubblewrap here: {sandbox.probe()}")
-def test_a_sandboxed_kernel_cannot_reach_what_grades(course, monkeypatch):
+@pytest.mark.parametrize("zygote", ["forked", "fresh"])
+def test_a_sandboxed_kernel_cannot_reach_what_grades(course, monkeypatch, zygote):
+    """Both ways a kernel starts: forked from the pre-imported template (zygote.py; as root) and from nothing."""
     from course_utils.paths import repo_root
+
+    monkeypatch.setenv("LLM_COURSE_ZYGOTE", "1" if zygote == "forked" else "0")
 
     monkeypatch.setenv("T_COURSE", str(course))
     monkeypatch.setenv("T_REPO", str(repo_root()))
@@ -133,8 +140,8 @@ def test_a_sandboxed_kernel_cannot_reach_what_grades(course, monkeypatch):
     assert r["course"] == ["autograded"], r["course"]   # only the path down to its own (private) folder
     assert set(r["repo"]) <= in_repo <= {*sandbox.CHECKOUT_ALLOWED, ".venv"}, r["repo"]
     assert r["shared_references"] == [], "the reference records are visible"
-    sock = str(Path(r["home"]).parent / "sock")   # the kernel's ZMQ sockets
-    allowed = [str(p) for p in sandbox.allowed_paths()] + ["/tmp", "/run/llm-course", r["home"], r["cwd"], sock]
+    assert r["preimported"] == (zygote == "forked" and os.geteuid() == 0), r["preimported"]
+    allowed = [str(p) for p in sandbox.allowed_paths()] + ["/tmp", "/run/llm-course", r["home"], r["cwd"], r["sock"]]
     outside = [p for p in r["visible"] if not any(p == a or p.startswith(a.rstrip("/") + "/") or a.startswith(p + "/")
                                                    for a in allowed)]
     assert not outside, f"visible outside the allow-list: {outside[:10]}"

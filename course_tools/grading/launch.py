@@ -9,7 +9,9 @@ and everything in it are inside the limits from their first instruction.
 working folder, ``/tmp`` and ``$HOME`` as tmpfs of a fixed size; it copies the pristine copy of
 the submission (``pristine.py``) and the home template in, hands them to the grading user, and
 executes the kernel through ``setpriv`` as that user, with every capability dropped (bounding
-set included) and ``no_new_privs`` set. Run as an ordinary user (bubblewrap in a user
+set included) and ``no_new_privs`` set; or, where the kernel is forked from the grader's
+pre-imported template (``zygote.py``), which drops the same privileges itself, it tells the
+grader the sandbox is ready and waits until the kernel has exited. Run as an ordinary user (bubblewrap in a user
 namespace), it only copies and executes the kernel: bubblewrap has already dropped capabilities.
 
 Usage: ``python -I -S launch.py outer|inner SPEC_JSON -- COMMAND...``
@@ -120,6 +122,17 @@ def _inner(spec: dict, cmd: list[str]) -> None:
         cmd = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--bounding-set=-all",
                "--inh-caps=-all", "--ambient-caps=-all", "--no-new-privs", "--", *cmd]
     os.chdir(spec["cwd"])
+    if spec.get("await"):
+        # the kernel is forked from the grader's template (zygote.py), which enters this sandbox: say
+        # that it is ready, then hold it open until the grader says the kernel has exited
+        import socket
+
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(spec["await"])
+        sock.sendall(b"ready\n")
+        while sock.recv(4096):
+            pass
+        os._exit(0)
     os.execvp(cmd[0], cmd)
 
 

@@ -39,10 +39,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import select
 import shutil
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import weakref
 from functools import lru_cache
@@ -63,6 +67,7 @@ from course_tools.grading.pristine import IGNORE as PRISTINE_IGNORE
 from course_tools.grading.pristine import copy_regular_files
 from course_tools.grading.seccomp import SeccompUnavailable
 from course_tools.grading.seccomp import write_filter as write_seccomp_filter
+from course_tools.grading import zygote
 from course_utils.paths import cache_dir, repo_root
 from course_utils.records import RECORD_ENV
 
@@ -82,6 +87,10 @@ STARTUP_ENV = "LLM_COURSE_SANDBOX_STARTUP"
 STAGE = "/run/llm-course"
 # Where a root grader keeps each kernel's host folder (sockets, staging), each a small tmpfs.
 ROOT_SANDBOXES = "/run/llm-course-sandboxes"
+# The kernel's $HOME inside the sandbox (a tmpfs): one path for every kernel, so that the template
+# the kernels are forked from (zygote.py) imported its libraries with the same environment.
+KERNEL_HOME = Path("/run/llm-course-home")
+ZYGOTE = Path(__file__).with_name("zygote.py")
 
 
 # The kernel's environment is an allow-list of the grader's (:func:`kernel_env`): student code can
@@ -315,6 +324,107 @@ def _release_sandbox(base: Path) -> None:
     shutil.rmtree(base, ignore_errors=True)
 
 
+ZYGOTE_PREFIX = "llm-course-zygote-"
+
+
+def _connectable(path: Path) -> bool:
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(5)
+            s.connect(str(path))
+        return True
+    except OSError:
+        return False
+
+
+class ZygoteTemplate:
+    """A pre-imported template process (``zygote.py``) for kernels of one environment and one view.
+
+    It runs under bubblewrap with a kernel's allow-list (:func:`bwrap_args`, with the same masked
+    packages; in the host's PID namespace, so that the pids it reports are the grader's), the
+    seccomp filter and the kernel's environment, as root. Graders share it: it is found by a key of
+    all that (and of the interpreter and ``zygote.py``) under :data:`ROOT_SANDBOXES`, where only root
+    can reach its socket, and it exits after ``zygote.IDLE_SECONDS`` without a request."""
+
+    def __init__(self, env: dict[str, str], limits: GradingLimits, extra_private: list[Path], masked: list[str]):
+        parent = Path(ROOT_SANDBOXES)
+        parent.mkdir(mode=0o711, parents=True, exist_ok=True)
+        # a Slurm job's graders share a template only within the job: Slurm ends what a job started
+        # (proctrack), which would take other jobs' kernels, children of the template, with it
+        key_src = json.dumps([os.environ.get("SLURM_JOB_ID", ""), sys.executable, ZYGOTE.read_text(),
+                              sorted(env.items()), [str(p) for p in extra_private],
+                              sorted(masked), [str(p) for p in allowed_paths()],
+                              [str(p) for p in hidden_inside_allowed(extra_private)]])
+        import hashlib
+
+        key = hashlib.sha256(key_src.encode()).hexdigest()[:20]
+        self.base = parent / f"{ZYGOTE_PREFIX}{key}"
+        self.socket = str(self.base / "ctl" / "zygote.sock")
+        if _connectable(Path(self.socket)):
+            return
+        import fcntl
+
+        with open(parent / f"{ZYGOTE_PREFIX}{key}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)     # one grader starts it; the others wait and use it
+            if not _connectable(Path(self.socket)):
+                self._start(env, limits, extra_private, masked)
+
+    def _start(self, env: dict[str, str], limits: GradingLimits, extra_private: list[Path], masked: list[str]) -> None:
+        shutil.rmtree(self.base, ignore_errors=True)
+        for sub in ("ctl", "stage", "work", "stubs"):
+            (self.base / sub).mkdir(mode=0o700, parents=True)
+        bpf = write_seccomp_filter(self.base / "seccomp.bpf")
+        args = bwrap_args(self.base / "work", self.base / "ctl", KERNEL_HOME, self.base / "stage", limits, extra_private,
+                          masked, self.base / "stubs")
+        args.remove("--unshare-pid")
+        args.remove("--die-with-parent")   # shared by graders: it ends when idle
+        fd = os.open(bpf, os.O_RDONLY)
+        args[1:1] = ["--seccomp", str(fd)]
+        tenv = dict(env)
+        # what ipykernel sets before any cell runs, where the grader set no backend: matplotlib reads it at import
+        tenv.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+        try:
+            proc = subprocess.Popen([*args, "--", sys.executable, str(ZYGOTE), "serve", self.socket], env=tenv,
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                    pass_fds=(fd,), cwd=self.base,
+                                    start_new_session=True)
+        finally:
+            os.close(fd)
+        _STARTED.append(proc)
+        ready, _, _ = select.select([proc.stdout], [], [], 180)
+        line = proc.stdout.readline() if ready else b""
+        proc.stdout.close()
+        try:
+            info = json.loads(line)
+        except ValueError:
+            info = {}
+        if not info.get("ready"):
+            if proc.poll() is None:
+                proc.kill()
+            raise RuntimeError(f"the kernel template did not start: {line.decode(errors='replace').strip()[:300]}")
+
+
+_STARTED: list[subprocess.Popen] = []   # templates this process started (reaped when they end)
+
+
+def _watch_kernel(pid: int, inner: socket.socket) -> None:
+    """Let the sandbox's launcher go (and with it the sandbox) when the forked kernel has exited."""
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        inner.close()
+        return
+
+    def wait() -> None:
+        try:
+            select.select([fd], [], [])
+        finally:
+            os.close(fd)
+            inner.close()
+
+    threading.Thread(target=wait, daemon=True, name=f"llm-course-kernel-{pid}").start()
+
+
 class SandboxedKernelManager(AsyncKernelManager):
     """An ipykernel started inside bubblewrap, talking to its client over IPC sockets."""
 
@@ -325,6 +435,9 @@ class SandboxedKernelManager(AsyncKernelManager):
                                                         "are replaced by a stub (course_tools/grading/probe.py).")
     copy_ignore = List(Unicode(), default_value=list(PRISTINE_IGNORE), config=True,
                        help="Names of the submission's folder that are not copied into the kernel's folder.")
+    zygote = Bool(True, config=True,
+                  help="Fork kernels from a pre-imported template (course_tools/grading/zygote.py) where the grader is "
+                       "root; LLM_COURSE_ZYGOTE=0 turns it off too.")
     env_allow = List(Unicode(), config=True,
                      help="Names of environment variables passed to the kernel besides KERNEL_ENV_ALLOWED "
                           "(the kernel's environment is an allow-list: student code can print it).")
@@ -389,7 +502,7 @@ class SandboxedKernelManager(AsyncKernelManager):
         base = self._sandbox_dir
         limits = self.limits
         stage = base / "stage"
-        home = base / "home"          # its path inside the sandbox (a tmpfs there)
+        home = base / "home" if self._unsandboxed else KERNEL_HOME   # a tmpfs inside the sandbox
         startup = stage / "home" / ".ipython" / "profile_default" / "startup"
         startup.mkdir(parents=True, exist_ok=True)
         extra = os.environ.get(STARTUP_ENV)
@@ -439,7 +552,84 @@ class SandboxedKernelManager(AsyncKernelManager):
                           list(self.masked_packages), base / "stubs")
         args[1:1] = ["--seccomp", SECCOMP_FD]
         kw["cwd"] = str(base)
-        await super()._async_launch_kernel(outer + args + ["--", *inner, *kernel_cmd], **kw)
+        template = self._template(env, kernel_cmd)
+        if template is None:
+            await super()._async_launch_kernel(outer + args + ["--", *inner, *kernel_cmd], **kw)
+            return
+        # the same sandbox, whose launcher waits; the kernel is forked from the template and enters it
+        ready = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        ready_path = base / "sock" / ".launcher"
+        ready.bind(str(ready_path))
+        ready.listen(1)
+        spec = inner_spec(workdir, home, limits)
+        spec["await"] = str(ready_path)
+        inner = [py, "-I", "-S", str(LAUNCH), "inner", json.dumps(spec), "--", *kernel_cmd]
+        try:
+            await super()._async_launch_kernel(outer + args + ["--", *inner], **kw)
+            await asyncio.to_thread(self._fork_kernel, template, ready, env, workdir, zygote.kernel_args(kernel_cmd),
+                                    rlimits(limits, self._cgroup.active))
+        finally:
+            ready.close()
+            ready_path.unlink(missing_ok=True)
+
+    def _template(self, env: dict[str, str], kernel_cmd: list[str]) -> ZygoteTemplate | None:
+        """The pre-imported template this kernel can be forked from, or None (it starts from nothing)."""
+        if (not self.zygote or os.environ.get(zygote.ENV, "1") == "0" or os.geteuid() != 0
+                or zygote.kernel_args(kernel_cmd) is None):
+            return None
+        try:
+            return ZygoteTemplate(env, self.limits, [Path(p) for p in self.extra_private], list(self.masked_packages))
+        except (OSError, RuntimeError, SeccompUnavailable) as exc:
+            self.log.warning("kernels start without the pre-imported template: %s", exc)
+            return None
+
+    def _fork_kernel(self, template: ZygoteTemplate, ready: socket.socket, env: dict[str, str], workdir: Path,
+                     kernel_args: list[str] | None, limits: dict[str, tuple[int, int]]) -> None:
+        """Hand the template the namespaces of the sandbox whose launcher is waiting on ``ready``; put
+        the template's child in the kernel's cgroups; keep the launcher until the kernel exits."""
+        ready.settimeout(120)
+        launcher, _ = ready.accept()
+        launcher.settimeout(120)
+        pid = struct.unpack("3i", launcher.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))[0]
+        if zygote.read_line(launcher) != b"ready":
+            raise RuntimeError("the sandbox's launcher did not get ready")
+        fds = [os.open(f"/proc/{pid}/ns/{name}", os.O_RDONLY) for name, _ in zygote.NAMESPACES]
+        fds.append(os.open(os.devnull, os.O_RDONLY))
+        umask = os.umask(0o022)
+        os.umask(umask)
+        # JPY_PARENT_PID as bubblewrap sets it on the other path (ipykernel's parent poll off)
+        spec = {"env": dict(env, JPY_PARENT_PID="1"), "cwd": str(workdir), "uid": self.limits.uid, "gid": self.limits.gid, "rlimits": limits,
+                "args": kernel_args, "umask": umask}
+        try:
+            for attempt in (0, 1):
+                conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    conn.settimeout(120)
+                    conn.connect(template.socket)
+                    zygote.send_fds(conn, json.dumps(spec).encode(), fds + [1, 2])
+                    child = json.loads(zygote.read_line(conn))["pid"]
+                    break
+                except (OSError, ValueError, KeyError):
+                    conn.close()
+                    if attempt:
+                        raise
+                    # the template ended (idle) as this request came: start it again, once
+                    template = ZygoteTemplate(env, self.limits, [Path(p) for p in self.extra_private],
+                                              list(self.masked_packages))
+        finally:
+            for fd in fds:
+                os.close(fd)
+        try:
+            assert self._cgroup is not None
+            for procs in self._cgroup.procs_files():
+                with open(procs, "w") as f:
+                    f.write(str(child))
+            conn.sendall(b"go\n")
+            kernel = json.loads(zygote.read_line(conn))["kernel"]
+        finally:
+            conn.close()
+        launcher.settimeout(None)
+        _watch_kernel(kernel, launcher)
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:  # type: ignore[override]
         await super()._async_cleanup_resources(restart=restart)
