@@ -245,6 +245,30 @@ def _open_assignments(d, wait) -> None:
     _clickable(wait, "//li[contains(@class,'lm-Menu-item')][.//div[text()='Assignment List']]").click()
 
 
+def _formgrader_tab_is_refused(d, wait, hub) -> None:
+    """JupyterLab's Nbgrader → Formgrader opens a tab that frames Formgrader's page, and the hub
+    refuses it: JupyterHub's single-user servers send ``Content-Security-Policy: frame-ancestors
+    'none'`` (on one origin, a page of another user's server could otherwise frame the instructor's
+    Formgrader; nbgrader #1870 and #1947, JupyterHub's "mitigating same-origin deployments").
+    So the README sends instructors to Formgrader's own page, ``/user/<name>/formgrader``."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+
+    inst = hub.instructor
+    [m for m in d.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item") if m.text == "Nbgrader"][0].click()
+    _clickable(wait, "//li[contains(@class,'lm-Menu-item')][.//div[text()='Formgrader']]").click()
+    frame = wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "#formgrader-iframe iframe")))
+    assert frame.get_attribute("src") == f"{hub.url}/user/{inst}/formgrader", frame.get_attribute("src")
+    d.switch_to.frame(frame)
+    try:   # Chromium's page for a refused frame, never Formgrader's table
+        wait.until(lambda drv: drv.execute_script("return document.location.href").startswith("chrome-error:"))
+        assert not d.find_elements(By.ID, "main-table")
+    finally:
+        d.switch_to.default_content()
+    headers = hub.get(inst, f"/user/{inst}/formgrader/manage_assignments").headers
+    assert headers.get("Content-Security-Policy") == "frame-ancestors 'none'", dict(headers)
+
+
 class Steps:
     """Screenshots of each step of a browser run; kept in ARTIFACTS only when the run fails."""
 
@@ -311,8 +335,10 @@ def _formgrader_button(d, wait, steps, row_xpath: str, column: str, expect: str)
 @pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="needs chromium and chromium-driver (.ci/run installs them)")
 def test_the_class_cycle_in_a_browser(hub):
     """Every click of the cycle in Chromium. A student logs in, opens the Assignments tab, fetches
-    ex01, types her answers, Validate, Submit; the due date passes and a second student fetches and
-    submits right answers late; the instructor logs in and, in Formgrader, collects, autogrades both, grades the
+    ex01, types her answers, Validate, Submit; the instructor logs in, finds JupyterLab's Formgrader
+    tab refused by the hub, opens Formgrader's own page and sets ex01's due date in its edit dialog to
+    a second after; a second student fetches and submits right answers late; the instructor, in
+    Formgrader, collects, autogrades both, grades the
     written answer by hand, generates and releases feedback; the first student clicks Fetch Feedback
     and reads her score, the late one reads hers: 0, her 3 points taken by nbgrader_config.py's "zero"
     late penalty, which the page names."""
@@ -388,8 +414,32 @@ def test_the_class_cycle_in_a_browser(hub):
                                                             "//div[contains(@class,'list_item')][.//span[text()='ex01']]"))
         steps.shot("submitted")
 
-        # the due date passes; a second student fetches and submits the notebook as released: late
-        _pass_due_date(hub)
+        # the instructor: JupyterLab's Formgrader tab is refused by the hub (see the helper), so she
+        # opens Formgrader's own page, and edits ex01's due date (the pencil icon's dialog) to a
+        # second after that submission: what is submitted from now on is late
+        due = (datetime.now(timezone.utc) + timedelta(seconds=1)).replace(microsecond=0)
+        _browser_login(d, wait, hub, inst)
+        _formgrader_tab_is_refused(d, wait, hub)
+        steps.shot("formgrader-tab-refused")
+        d.get(f"{hub.url}/user/{inst}/formgrader")
+        row = "//tbody[@id='main-table']//tr[.//td[contains(@class,'name')][contains(., 'ex01')]]"
+        _clickable(wait, f"{row}//td[contains(@class,'edit')]/a").click()
+        dialog = wait.until(EC.visibility_of_element_located((By.ID, "edit-assignment-modal")))
+        # a datetime-local field: its typed form depends on the browser's locale, its value does not
+        d.execute_script("arguments[0].value = arguments[1]", dialog.find_element(By.CSS_SELECTOR, "input.modal-duedate"),
+                         due.strftime("%Y-%m-%dT%H:%M:%S"))
+        tz = dialog.find_element(By.CSS_SELECTOR, "input.modal-timezone")
+        tz.clear()
+        tz.send_keys("+0000")
+        steps.shot("due-date")
+        dialog.find_element(By.CSS_SELECTOR, "button.save").click()
+        wait.until(EC.invisibility_of_element(dialog))
+        steps.shot("due-date-saved")
+        saved = _formgrader(hub, "GET", f"/assignment/{AID}")   # what the gradebook now holds
+        assert saved["duedate"] == due.replace(tzinfo=None).isoformat(), saved
+        time.sleep(max(0.0, (due - datetime.now(timezone.utc)).total_seconds()) + 0.2)
+
+        # a second student fetches and submits the notebook as released: late
         hub.login(late)
         hub.start_server(late)
         _browser_login(d, wait, hub, late)
@@ -410,10 +460,9 @@ def test_the_class_cycle_in_a_browser(hub):
                                                             "//div[contains(@class,'list_item')][.//span[text()='ex01']]"))
         steps.shot("submitted-late")
 
-        # the instructor: Formgrader (her server; JupyterLab's Formgrader tab shows this page in a frame)
+        # the instructor, in Formgrader's page
         _browser_login(d, wait, hub, inst)
         d.get(f"{hub.url}/user/{inst}/formgrader")
-        row = "//tbody[@id='main-table']//tr[.//td[contains(@class,'name')][contains(., 'ex01')]]"
         wait.until(EC.presence_of_element_located((By.XPATH, f"{row}//td[contains(@class,'collect')]/a")))
         steps.shot("formgrader")
         _formgrader_button(d, wait, steps, row, "collect", "Successfully collected submissions of 'ex01'")

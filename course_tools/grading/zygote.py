@@ -1,9 +1,8 @@
 """Kernels forked from a pre-imported template instead of started from nothing (issue 46).
 
-A graded kernel spends 4-6 s importing torch, transformers, matplotlib, seaborn, scipy and
-IPython before the first cell of the chapter does anything (README, "For maintainers": the
-measured breakdown of a graded submission), and every submission pays it again, twice where a
-probe kernel runs. Here one **template** process per grader imports them once, and each kernel
+A graded kernel spent 4-6 s importing torch, transformers, matplotlib, seaborn, scipy and
+IPython before the first cell of the chapter did anything, and every submission paid it again,
+twice where a probe kernel runs (README, "Kernels from a template": what it saves, measured). Here one **template** process per grader imports them once, and each kernel
 is a fork of it that then enters the sandbox the grader made for that submission:
 
 * The template runs under bubblewrap with the same allow-list of read-only paths as a kernel
@@ -141,7 +140,6 @@ def _run_kernel(spec: dict, stdio: list[int]) -> None:
     """The kernel process (inside the sandbox's PID namespace): drop privileges, become the
     ``python -m ipykernel_launcher -f FILE`` the other path would have started, run it."""
     os.setsid()                                       # bubblewrap --new-session
-    _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     for i, fd in enumerate(stdio):
         os.dup2(fd, i)
     for fd in sorted(int(name) for name in os.listdir("/proc/self/fd")):   # nothing of the template's stays open
@@ -153,6 +151,9 @@ def _run_kernel(spec: dict, stdio: list[int]) -> None:
     os.chdir(spec["cwd"])
     if spec.get("uid") is not None:
         _drop_privileges(spec["uid"], spec["gid"])
+    # after the change of user, which clears it: the kernel also dies with the template's child
+    # (it dies with its sandbox's PID namespace in any case)
+    _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     os.umask(spec.get("umask", 0o022))
     os.environ.clear()
     os.environ.update(spec["env"])
