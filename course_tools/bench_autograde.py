@@ -11,7 +11,12 @@ template, ``course_tools/grading/zygote.py``, the second finds it), all of them 
 ``nbgrader autograde`` process (serial), and all of them with ``llm-course autograde --jobs N``
 (twice: the workers' environment has its own template). ``speedup`` compares the serial run with
 the second parallel run, both with their templates running; ``speedup_first`` with the first.
-Prints a JSON summary.
+
+    python -m course_tools.bench_autograde 05_rope --students 8 --jobs 2 --slurm --start-slurm
+
+adds, in the same run, the Slurm path against ``--jobs N`` on the same cores
+(:func:`course_tools.cluster.bench.measure`, ``--slurm-students`` submissions: the ratio and
+where the difference went). Prints a JSON summary, then the lines that answer the questions.
 """
 from __future__ import annotations
 
@@ -60,12 +65,36 @@ def _plain_run(notebook: Path) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def _summary(out: dict) -> str:
+    """The answers, one per line, from the JSON summary."""
+    lines = [f"{out['chapter']}, {out['students']} submissions, {out['cpus']} CPUs, load before {out['load_before'][0]:.2f}",
+             f"per submission: plain {out['plain_s']} s, graded {out['per_submission_serial_s']} s in a class "
+             f"(serial, nbgrader's start-up {out['startup_s']} s apart)",
+             f"one submission alone: {out['one_submission_again_s']} s "
+             f"({out['one_submission_over_plain_s']:+} s against plain; {out['one_submission_s']} s starting the template)",
+             f"--jobs {out['jobs']}: {out['parallel_again_s']} s against serial {out['serial_s']} s: "
+             f"{out['speedup']}x ({out['speedup_first']}x starting the workers' template)",
+             f"all full marks: {out['all_full_marks']}"]
+    for sl in out.get("slurm", []):
+        lines += [f"Slurm, {sl['students']} submissions in {sl['jobs']} one-core tasks: {sl['slurm_s']} s against "
+                  f"--jobs {sl['jobs']} {sl['local_jobs_s']} s: ratio {sl['ratio_slurm_over_local']}",
+                  f"  the difference {sl['difference_s']} s: prepare {sl['prepare_s']} s, a task's time besides "
+                  f"grading up to {sl['task_overhead_s']} s, the merge job {sl['merge_job_wall_s']} s, the rest "
+                  f"the scheduler's waits; a task with nothing to do {sl['skipped_task_wall_s']} s; "
+                  f"gradebooks equal: {sl['gradebooks_equal']}"]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("chapter")
     ap.add_argument("--students", type=int, default=8)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--keep", action="store_true", help="keep the temporary course root")
+    ap.add_argument("--slurm", action="store_true", help="also the Slurm path against --jobs (SLURM_CONF, or --start-slurm)")
+    ap.add_argument("--start-slurm", action="store_true", help="start a one-node Slurm for it (root)")
+    ap.add_argument("--slurm-students", default=None,
+                    help="submissions for the Slurm part, comma-separated for several sizes (default: --students)")
     args = ap.parse_args(argv)
     ch = args.chapter
     for k, v in (("HF_HUB_OFFLINE", "1"), ("LLM_COURSE_OFFLINE", "1"), ("LLM_COURSE_CI", "1")):
@@ -113,9 +142,17 @@ def main(argv: list[str] | None = None) -> int:
         scores = classroom.gradebook_scores(classroom.sqlite_busy_url(classroom.db_url(root)), ch)
         out["all_full_marks"] = all(v["score"] == max(w["score"] for w in scores.values()) for v in scores.values()) \
             and len(scores) == args.students
-        print(json.dumps(out, indent=1))
         shutil.rmtree(sock, ignore_errors=True)
-        return 0 if not run.failed else 1
+        ok = not run.failed and bool(out["all_full_marks"])
+        if args.slurm:
+            from course_tools.cluster import bench as cluster_bench
+
+            sizes = [int(n) for n in str(args.slurm_students or args.students).split(",")]
+            out["slurm"] = [cluster_bench.measure(ch, n, args.jobs, args.start_slurm) for n in sizes]
+            ok = ok and all(bool(r["gradebooks_equal"]) for r in out["slurm"])
+        print(json.dumps(out, indent=1))
+        print(_summary(out))
+        return 0 if ok else 1
     finally:
         if args.keep:
             print(f"kept {root}", file=sys.stderr)

@@ -209,3 +209,44 @@ def test_a_kernel_with_packages_removed_cannot_reach_them(course):
     assert r["torch_ops_bnb"] is False, "bitsandbytes' kernels are reachable through torch.ops"
     assert r["numpy"]
     import sklearn  # noqa: F401  (outside the sandbox nothing changed)
+
+
+def _templates_of(tag: str) -> set[int]:
+    """The pids of the templates whose environment holds T_TEMPLATE_TEST=tag (this test's own)."""
+    out = set()
+    for line in subprocess.run(["pgrep", "-f", "zygote.py serve"], capture_output=True, text=True).stdout.split():
+        try:
+            if Path(f"/proc/{line}/comm").read_text().strip() == "bwrap":    # its sandbox, not the template
+                continue
+            if f"T_TEMPLATE_TEST={tag}".encode() in Path(f"/proc/{line}/environ").read_bytes().split(b"\0"):
+                out.add(int(line))
+        except OSError:
+            pass
+    return out
+
+
+@pytest.mark.skipif(sandbox.probe() is not None or os.geteuid() != 0,
+                    reason="the template is a root grader's (bubblewrap needed)")
+def test_a_template_that_died_is_started_again(course, monkeypatch):
+    """Graders do not probe the template before each kernel: one that ended (idle) or was killed,
+    its socket left behind, is found on connecting and started again, and the kernel is still forked."""
+    import signal
+    import uuid
+
+    tag = uuid.uuid4().hex
+    monkeypatch.setenv("LLM_COURSE_ZYGOTE", "1")
+    monkeypatch.setenv("T_TEMPLATE_TEST", tag)     # this test's template has a key of its own
+    probe = "import json, os, sys; print(json.dumps({'pre': 'transformers' in sys.modules, 'uid': os.getuid()}))"
+    assert _run(course, probe, env_allow=["T_TEMPLATE_TEST"]) == {"pre": True, "uid": 65534}
+    first = _templates_of(tag)
+    assert len(first) == 1, first
+    pid = first.pop()
+    sock = Path(open(f"/proc/{pid}/cmdline").read().split("\0")[-2])
+    os.kill(pid, signal.SIGKILL)
+    time.sleep(0.5)
+    assert sock.exists(), "the killed template's socket should be left behind (the case this tests)"
+    assert _run(course, probe, env_allow=["T_TEMPLATE_TEST"]) == {"pre": True, "uid": 65534}
+    again = _templates_of(tag)
+    assert len(again) == 1 and pid not in again, (pid, again)
+    for p in again:
+        os.kill(p, signal.SIGKILL)

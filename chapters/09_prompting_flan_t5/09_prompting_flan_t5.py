@@ -20,9 +20,10 @@
 # 2. `normalize_label` — model answer → `POSITIVO` / `NEGATIVO` / `None` (accents, case, punctuation, extra words, English) (2 pts)
 # 3. `majority_vote` — self-consistency vote that abstains (`INDETERMINADO`) on ties (2 pts)
 # 4. `evaluate_accuracy` — an accuracy harness around any generator (2 pts)
-# 5. `truncate_tokens` — cut a token sequence to a budget, from the left or from the right (1 pt)
+# 5. `derangement` — a seeded random order that moves every demonstration (1 pt, section 9.7)
 # 6. `control_demos` — the control demonstrations that tell *recognising* a task from *learning* a
-#    mapping in context: wrong pairs, another order, a made-up mapping (2 pts, section 9.7)
+#    mapping in context: wrong pairs, other orders, pairs that contradict the instruction, an
+#    arbitrary code (2 pts, section 9.7)
 #
 # plus one written question (3 pts) that must cite the accuracies this notebook measured.
 #
@@ -630,7 +631,7 @@ expect("prompts generated for an empty labelled set (there must be none)", [])
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ## 8. The context window (Book §5.8) and Exercise 5 — truncation to a token budget
+# ## 8. The context window (Book §5.8) — truncation to a token budget
 #
 # A model sees at most a fixed number of positions: GPT-2 has learned position embeddings for
 # `n_positions = 1024` (Book §5.8.2 prints `Janela GPT-2: 1024`); SmolLM2 uses rotary positions
@@ -639,17 +640,12 @@ expect("prompts generated for an empty labelled set (there must be none)", [])
 # caller**, and the side you cut decides what the model never sees:
 #
 # - `side="left"` drops tokens at the **start** and keeps the last `budget` tokens (the end of
-#   a chat history, the question) — `tokenizer.truncation_side = "left"`; <!-- clause: left-keeps-last -->
+#   a chat history, the question) — `tokenizer.truncation_side = "left"`;
 # - `side="right"` drops tokens at the **end** and keeps the first `budget` tokens (the
-#   instruction) — the tokenizers' default `truncation_side = "right"`. <!-- clause: right-keeps-first -->
+#   instruction) — the tokenizers' default `truncation_side = "right"`.
 #
-# **Exercise 5's contract** (each clause is checked): `ids` is a list, a tuple or a 1-D
-# `torch.Tensor`; <!-- clause: input-types --> the default side is `"left"`; <!-- clause: default-left -->
-# the result is a **new** `list` of Python `int`s (also when nothing is cut: never `ids` itself), <!-- clause: new-list -->
-# `min(len(ids), budget)` long, in the original order, <!-- clause: length -->
-# and agrees with the tokenizer's own `truncation_side`; <!-- clause: tokenizer-side --> `ids` is not
-# modified; <!-- clause: unchanged-input --> `ValueError` if `budget` is not an `int` ≥ 1 (`2.0` is not
-# an `int`) or `side` is not exactly `"left"` or `"right"`. <!-- clause: invalid-raises -->
+# `truncate_tokens` below does both, and its cell checks it against the tokenizer's own
+# truncation on a real text.
 
 # %% nbgrader={"grade": false, "grade_id": "window_sizes", "locked": true, "schema_version": 3, "solution": false, "task": false} tags=["nbval-check-output"]
 gpt2_window = GPT2Config().n_positions          # no download: the default config is GPT-2 small's
@@ -662,106 +658,32 @@ print("context length of the model in the banner:",
       or "none in the config (relative positions, T5)")
 
 
-# %% nbgrader={"grade": false, "grade_id": "ex5_truncate", "locked": false, "schema_version": 3, "solution": true, "task": false}
+# %% nbgrader={"grade": false, "grade_id": "truncate", "locked": true, "schema_version": 3, "solution": false, "task": false}
 def truncate_tokens(ids, budget, side="left"):
-    """Cut a token sequence to at most ``budget`` tokens.
+    """Cut a token sequence to at most ``budget`` tokens: a new list of ints, in the original order.
 
-    Args:
-        ids: a sequence of token ids (list, tuple or 1-D ``torch.Tensor``).
-        budget: the maximum number of tokens to keep, an ``int`` >= 1.
-        side: ``"left"`` drops tokens at the start (keeps the LAST ``budget`` tokens);
-            ``"right"`` drops tokens at the end (keeps the FIRST ``budget`` tokens).
-
-    Returns:
-        A new ``list`` of ``min(len(ids), budget)`` ints, in the original order.
-        ``ids`` is not modified.
-
-    Raises:
-        ValueError: if ``budget`` is not an int >= 1 or ``side`` is not "left" or "right".
+    ``side="left"`` drops tokens at the start (keeps the LAST ``budget`` tokens); ``side="right"``
+    drops tokens at the end (keeps the FIRST ``budget`` tokens).
     """
-    ### BEGIN SOLUTION
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
         raise ValueError(f"budget must be an int >= 1, got {budget!r}")
     if side not in ("left", "right"):
         raise ValueError(f"side must be 'left' or 'right', got {side!r}")
     ids = [int(i) for i in ids]
     return ids[-budget:] if side == "left" else ids[:budget]
-    ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "test_ex5_truncate", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
-from course_utils.grading import check_close, check_equal, check_true, passed
-
-_ids = list(range(10, 20))
-check_equal("truncate_tokens(range(10, 20), 4, 'left') keeps the last 4", truncate_tokens(_ids, 4, side="left"), [16, 17, 18, 19])
-check_equal("truncate_tokens(range(10, 20), 4, 'right') keeps the first 4", truncate_tokens(_ids, 4, side="right"), [10, 11, 12, 13])
-passed()
-### BEGIN HIDDEN TESTS
-# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
-from course_utils.grading import outcome, record
-record("module of truncate_tokens (it must be defined in this notebook)", truncate_tokens.__module__)  # clause: defined-here
-record("truncate_tokens([1, 2, 3, 4, 5], 2) (the default side is 'left')", truncate_tokens([1, 2, 3, 4, 5], 2))  # clause: default-left
-_ids = [5, 3, 9, 1, 7, 7, 2]
-for _b in [1, 3, 6, 7]:
-    for _side in ["left", "right"]:
-        # clause: left-keeps-last, right-keeps-first, length
-        record(f"truncate_tokens({_ids}, {_b}, side={_side!r})", truncate_tokens(_ids, _b, side=_side))
-for _side in ["left", "right"]:
-    _ids50 = list(_ids)
-    _out = truncate_tokens(_ids50, 50, side=_side)
-    record(f"truncate_tokens({_ids}, 50, side={_side!r}) (budget larger than the sequence)", _out)  # clause: length
-    if isinstance(_out, list):
-        _out.append(-1)
-    # clause: new-list
-    record(f"ids after appending to the list truncate_tokens(ids, 50, side={_side!r}) returned "
-           "(it must be a new list, not ids itself)", _ids50)
-    # clause: input-types, left-keeps-last, right-keeps-first
-    record(f"truncate_tokens({tuple(_ids)}, 2, side={_side!r}) (a tuple)", truncate_tokens(tuple(_ids), 2, side=_side))
-    # clause: input-types, new-list, left-keeps-last, right-keeps-first
-    record(f"truncate_tokens(torch.tensor({_ids}), 3, side={_side!r}) (a list of Python ints, also for a tensor)",
-           truncate_tokens(torch.tensor(_ids), 3, side=_side))
-    record(f"truncate_tokens([], 3, side={_side!r})", truncate_tokens([], 3, side=_side))  # clause: length
-record("ids after all these calls (they must not be modified)", _ids)  # clause: unchanged-input
-# on real text: the token ids of the tokenizer in the banner
 _text = "INICIO " + "bla " * 60 + "FIM"
 _full = tok(_text, add_special_tokens=False)["input_ids"]
-for _side in ["left", "right"]:
-    # clause: tokenizer-side
-    record(f"truncate_tokens(ids of a {len(_full)}-token text, 17, side={_side!r}) "
-           f"(the tokenizer's truncation_side={_side!r}, max_length=17)", truncate_tokens(_full, 17, side=_side))
-_bad_args = [dict(budget=0), dict(budget=-3), dict(budget=2.0), dict(budget=3, side="middle"), dict(budget=3, side="LEFT")]
-for _bad in _bad_args:
-    record(f"truncate_tokens([1, 2, 3, 4], **{_bad!r})", outcome(truncate_tokens, [1, 2, 3, 4], **_bad))  # clause: invalid-raises
-### BEGIN REFERENCE
-from course_utils.grading import expect
-_ids = [5, 3, 9, 1, 7, 7, 2]
-expect("truncate_tokens([1, 2, 3, 4, 5], 2) (the default side is 'left')", [4, 5])
-for _b in [1, 3, 6, 7]:
-    expect(f"truncate_tokens({_ids}, {_b}, side='left')", _ids[len(_ids) - _b:])
-    expect(f"truncate_tokens({_ids}, {_b}, side='right')", _ids[:_b])
-for _side in ["left", "right"]:
-    expect(f"truncate_tokens({_ids}, 50, side={_side!r}) (budget larger than the sequence)", _ids)
-    expect(f"ids after appending to the list truncate_tokens(ids, 50, side={_side!r}) returned "
-           "(it must be a new list, not ids itself)", _ids)
-    expect(f"truncate_tokens({tuple(_ids)}, 2, side={_side!r}) (a tuple)", _ids[-2:] if _side == "left" else _ids[:2])
-    expect(f"truncate_tokens(torch.tensor({_ids}), 3, side={_side!r}) (a list of Python ints, also for a tensor)",
-           _ids[-3:] if _side == "left" else _ids[:3])
-    expect(f"truncate_tokens([], 3, side={_side!r})", [])
-expect("ids after all these calls (they must not be modified)", [5, 3, 9, 1, 7, 7, 2])
-# against the tokenizer's own truncation (truncation_side)
 _old_side = tok.truncation_side
 try:
     for _side in ["left", "right"]:
         tok.truncation_side = _side
         _lib = tok(_text, add_special_tokens=False, truncation=True, max_length=17)["input_ids"]
-        expect(f"truncate_tokens(ids of a {len(_full)}-token text, 17, side={_side!r}) "
-               f"(the tokenizer's truncation_side={_side!r}, max_length=17)", [int(i) for i in _lib])
+        print(f"{len(_full)}-token text cut to 17, side={_side!r}: the same ids as the tokenizer's truncation_side:",
+              truncate_tokens(_full, 17, side=_side) == [int(i) for i in _lib])
 finally:
     tok.truncation_side = _old_side
-for _bad in _bad_args:
-    expect(f"truncate_tokens([1, 2, 3, 4], **{_bad!r})", "raises ValueError")
-### END REFERENCE
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ### What truncation drops: the companion's "BANANA" experiment
@@ -1341,61 +1263,175 @@ if ICL_RIGHT:
 # (they did fix the *format*: label mass 0.903 in raw text, section 9.5).
 
 # %% [markdown]
-# ### 9.7 Exercise 6 — control demonstrations: recognising a task or learning a mapping?
+# ### 9.7 Exercises 5 and 6 — controls that tell *recognising* a task from *learning* a mapping
 #
 # Section 9.6 does not yet say *what* the demonstrations taught. The stand-in knows antonyms from
-# pre-training; the four pairs may only tell it **which** known task to do and in which format (task
-# recognition), rather than teach the input → output mapping they show (task learning). The
-# literature separates the two with controls, each run on the **same** evaluation words as the
-# k-shot prompt so that the comparison is paired:
+# pre-training: the four pairs may only tell it **which** known task to do and in which format (task
+# recognition), or the model may take the input → output mapping from the pairs themselves (task
+# learning). A control separates the two only if the two readings predict different results on it.
+# Every control runs on the **same** 40 evaluation words and the same demonstration sets as the
+# four-shot prompt, so every comparison is paired:
 #
-# - **instruction only** (no demonstration): the task stated in words — does naming the task do
-#   what the demonstrations do?
+# - **instruction only** (no demonstration): does naming the task do what the demonstrations do?
 # - **wrong pairs** (Min et al. 2022, "Rethinking the role of demonstrations"): the same inputs and
-#   the same outputs, but mis-paired — if the model only recognises the task and the format, its
-#   accuracy hardly moves; if it reads the pairs, it drops;
-# - **the same demonstrations in another order**: the order carries no information about the task,
-#   so any difference is the prompt's fragility;
-# - **a made-up mapping** (after Wei et al. 2023, "Larger language models do in-context learning
-#   differently", whose labels the model cannot know from pre-training): every input `x` is paired
-#   with `x + "zo"` (`hot -> hotzo`), a rule no pre-training text teaches; it is scored against
-#   `word + "zo"` — only the demonstrations can define it.
+#   outputs, mis-paired. A drop shows that the pairing matters — but both readings predict it: a model
+#   that only *recognises* "antonyms" from correct pairs fails to recognise it from wrong ones.
+# - **the instruction against the pairs**: `Write the opposite of each word.` followed by four pairs
+#   that show the *same word* (`hot -> hot`), and `Repeat each word exactly.` followed by the four true
+#   antonym pairs. Each prompt names one task and demonstrates another; every answer is scored against
+#   both (the antonym; the word itself), so the table shows which of the two the model follows.
+# - **an arbitrary code** (after Wei et al. 2023, "Larger language models do in-context learning
+#   differently", whose labels are unrelated to the task): every word gets an unrelated noun, drawn at
+#   random for each set (`hot -> lamp`), and the query word's own pair is one of the four
+#   demonstrations, at a random position. The right answer is that noun: no knowledge of the word and
+#   no copy or edit of it can produce it — only the pair in the prompt. Its control is the same
+#   prompt without the query's pair (the set's four code pairs): the answer is then not determined by
+#   anything, so what the first prompt gains over it is read from the pair. This tests whether the
+#   model reads a word's mapping from the demonstrations against what it knows about the word (it
+#   still knows the word's antonym); it does not test whether the model *generalises* a new rule to
+#   words it was not shown.
+# - **the same four pairs in other orders**: three orders per set, each drawn at random and moving
+#   every demonstration (a *derangement*). The order carries no information about the task, so a
+#   difference measures the prompt's fragility, not learning.
 #
-# **Your task.** Write `control_demos(demos, condition, suffix="zo")`, which turns a demonstration set
-# into the demonstrations of one condition (the instruction-only prompt needs no demonstration: the
-# notebook builds it). `demos` is a sequence of `(input, output)` pairs (tuples or lists), possibly
+# #### Exercise 5 — an order that moves every demonstration (1 pt)
+#
+# A shuffle can leave a demonstration where it was (with 4 pairs, 9 of the 24 orders leave none in
+# place — a *derangement*; 15 leave at least one). We want orders drawn at random and reproducible,
+# among those that move every position.
+#
+# **Your task.** Write `derangement(n, seed)`. **The contract** (each clause is checked):
+#
+# - draw from **one** generator `rng = numpy.random.default_rng(seed)`: `perm = rng.permutation(n)`,
+#   again and again from the same `rng`, until a draw leaves no position in place (`perm[i] != i` for
+#   every `i`); return that first such draw, <!-- clause: seeded-draw --> so every position moves and
+#   each of `0, ..., n - 1` appears once; <!-- clause: moves-every-position -->
+# - the result is a `list` of Python `int`s; <!-- clause: list-of-ints --> `n = 0` gives `[]`
+#   (nothing to move); <!-- clause: empty -->
+# - `ValueError` when no such order exists (`n = 1`) or `n` is not an `int` ≥ 0 (`True`, `4.0` and
+#   `-2` are not). <!-- clause: invalid-raises -->
+
+# %% nbgrader={"grade": false, "grade_id": "ex5_derangement", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def derangement(n, seed):
+    """A seeded random order of ``range(n)`` that leaves no position in place.
+
+    Args:
+        n: the number of positions, an ``int`` >= 0 other than 1.
+        seed: the seed of ``numpy.random.default_rng``.
+
+    Returns:
+        A ``list`` of Python ints: the first ``rng.permutation(n)`` drawn from
+        ``rng = numpy.random.default_rng(seed)`` (one generator, drawn again and again) with
+        ``perm[i] != i`` for every ``i``. ``[]`` for ``n = 0``.
+
+    Raises:
+        ValueError: if ``n`` is not an ``int`` >= 0, or ``n = 1`` (no such order exists).
+    """
+    ### BEGIN SOLUTION
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"n must be an int >= 0, got {n!r}")
+    if n == 1:
+        raise ValueError("a single position cannot move: no derangement of 1 element exists")
+    rng = np.random.default_rng(seed)
+    while True:
+        perm = rng.permutation(n)
+        if not np.any(perm == np.arange(n)):
+            return [int(i) for i in perm]
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_ex5_derangement", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+from course_utils.grading import check_close, check_equal, check_true, passed
+
+check_equal("derangement(5, 3) (the first draw, [4, 2, 1, 3, 0], leaves 3 in place: draw again)",
+            derangement(5, 3), [4, 3, 0, 1, 2])
+check_equal("derangement(4, 1) (the first draw is [0, 1, 2, 3]: draw again)", derangement(4, 1), [3, 0, 1, 2])
+check_true(all(p != i for p, i in zip(derangement(6, 11), range(6))), "derangement(6, 11) must move every position.")
+passed()
+### BEGIN HIDDEN TESTS
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import outcome, record
+record("module of derangement (it must be defined in this notebook)", derangement.__module__)  # clause: defined-here
+_der_cases = [(2, 0), (2, 5), (3, 0), (3, 2), (4, 0), (4, 7), (5, 1), (6, 0), (7, 42), (9, 3), (12, 2026)]
+for _n, _s in _der_cases:
+    record(f"derangement({_n}, {_s})", derangement(_n, _s))  # clause: seeded-draw, list-of-ints
+_moves = []
+for _s in range(40):
+    _p = derangement(5, _s)
+    _moves.append(sorted(_p) == list(range(5)) and all(int(_p[i]) != i for i in range(5)))
+record("derangement(5, seed) for seeds 0-39: every position moves, each index once", _moves)  # clause: moves-every-position
+record("derangement(0, 3) (nothing to move)", derangement(0, 3))  # clause: empty
+_der_bad = [(1, 0), (-2, 0), (4.0, 0), (True, 0)]
+for _n, _s in _der_bad:
+    record(f"derangement({_n!r}, {_s})", outcome(derangement, _n, _s))  # clause: invalid-raises
+### BEGIN REFERENCE
+from course_utils.grading import expect
+
+
+def _ref_derangement(n, seed):
+    rng = np.random.default_rng(seed)
+    while True:
+        p = rng.permutation(n).tolist()
+        if all(p[i] != i for i in range(n)):
+            return p
+
+
+for _n, _s in _der_cases:
+    expect(f"derangement({_n}, {_s})", _ref_derangement(_n, _s))
+expect("derangement(5, seed) for seeds 0-39: every position moves, each index once", [True] * 40)
+expect("derangement(0, 3) (nothing to move)", [])
+for _n, _s in _der_bad:
+    expect(f"derangement({_n!r}, {_s})", "raises ValueError")
+### END REFERENCE
+### END HIDDEN TESTS
+
+# %% [markdown]
+# #### Exercise 6 — the control demonstrations (2 pts)
+#
+# **Your task.** Write `control_demos(demos, condition, seed=0, code=None)`, which turns a
+# demonstration set into the demonstrations of one condition (the instructions are added by the
+# notebook). `demos` is a sequence of `(input, output)` pairs (tuples or lists), possibly
 # empty. <!-- clause: any-pairs --> The contract (each clause is checked):
 #
 # - `condition="true"`: the pairs as given, in the same order; <!-- clause: true-pairs -->
 # - `condition="wrong pairs"`: the same inputs in the same order, each with the output of the
 #   **next** demonstration, the last input with the first output (a rotation by one: with a single
 #   demonstration the pair stays as it is); <!-- clause: wrong-pairs -->
-# - `condition="reversed order"`: the same pairs, the last one first; <!-- clause: reversed-order -->
-# - `condition="made-up"`: each input `x` paired with `x + suffix` (its own output is dropped); <!-- clause: made-up -->
+# - `condition="permuted"`: the same pairs in the order of your `derangement(len(demos), seed)`:
+#   position `i` of the result holds demonstration `perm[i]` (so a single demonstration raises
+#   `ValueError`, as `derangement(1, seed)` does, and no demonstration gives `[]`); <!-- clause: permuted -->
+# - `condition="same word"`: each input `x` paired with itself, `(x, x)` — the pairs that contradict
+#   an instruction asking for the opposite; <!-- clause: same-word -->
+# - `condition="code"`: each input `x` paired with `code[x]` (`code` is a dict; the pair's own output
+#   is dropped); <!-- clause: code --> an input that `code` does not map raises `KeyError`; <!-- clause: code-missing-raises -->
 # - the result is always a **new** `list` <!-- clause: new-list --> of `(input, output)` **tuples**
 #   (also when the pairs came as lists, and for `"true"`); <!-- clause: tuples --> `demos` is not
 #   modified; <!-- clause: unchanged-input -->
 # - any other `condition` (including another spelling, such as `"Wrong pairs"`) raises `ValueError`. <!-- clause: unknown-condition-raises -->
 
 # %% nbgrader={"grade": false, "grade_id": "ex6_controls", "locked": false, "schema_version": 3, "solution": true, "task": false}
-CONDITIONS = ("true", "wrong pairs", "reversed order", "made-up")
+CONDITIONS = ("true", "wrong pairs", "permuted", "same word", "code")
 
 
-def control_demos(demos, condition, suffix="zo"):
-    """The demonstrations of one control condition (Min et al. 2022; Wei et al. 2023).
+def control_demos(demos, condition, seed=0, code=None):
+    """The demonstrations of one control condition.
 
     Args:
         demos: a sequence of ``(input, output)`` pairs (tuples or lists), possibly empty.
         condition: ``"true"`` (the pairs as given), ``"wrong pairs"`` (the same inputs in order,
-            each with the output of the next pair, the last with the first's), ``"reversed order"``
-            (the same pairs, last first) or ``"made-up"`` (each input ``x`` with ``x + suffix``).
-        suffix: the ending the made-up mapping appends to each input.
+            each with the output of the next pair, the last with the first's), ``"permuted"``
+            (position ``i`` holds pair ``derangement(len(demos), seed)[i]``), ``"same word"``
+            (each input ``x`` with ``x``) or ``"code"`` (each input ``x`` with ``code[x]``).
+        seed: the seed of the ``"permuted"`` order.
+        code: a dict from inputs to outputs, for ``"code"``.
 
     Returns:
         A new ``list`` of ``(input, output)`` tuples. ``demos`` is not modified.
 
     Raises:
-        ValueError: if ``condition`` is not one of the four names above.
+        ValueError: if ``condition`` is not one of the five names above; for ``"permuted"``,
+            whatever ``derangement`` raises (a single demonstration cannot move).
+        KeyError: for ``"code"``, if an input is not a key of ``code``.
     """
     ### BEGIN SOLUTION
     if condition not in CONDITIONS:
@@ -1403,10 +1439,12 @@ def control_demos(demos, condition, suffix="zo"):
     pairs = [tuple(pair) for pair in demos]
     if condition == "wrong pairs":
         return [(x, pairs[(i + 1) % len(pairs)][1]) for i, (x, _) in enumerate(pairs)]
-    if condition == "reversed order":
-        return pairs[::-1]
-    if condition == "made-up":
-        return [(x, x + suffix) for x, _ in pairs]
+    if condition == "permuted":
+        return [pairs[j] for j in derangement(len(pairs), seed)]
+    if condition == "same word":
+        return [(x, x) for x, _ in pairs]
+    if condition == "code":
+        return [(x, code[x]) for x, _ in pairs]
     return pairs
     ### END SOLUTION
 
@@ -1418,63 +1456,115 @@ _demos = [("hot", "cold"), ("big", "small"), ("fast", "slow")]
 check_equal("control_demos(hot/big/fast, 'true')", control_demos(_demos, "true"), _demos)
 check_equal("control_demos(hot/big/fast, 'wrong pairs') (each input takes the NEXT output, the last the first)",
             control_demos(_demos, "wrong pairs"), [("hot", "small"), ("big", "slow"), ("fast", "cold")])
-check_equal("control_demos(hot/big/fast, 'reversed order')", control_demos(_demos, "reversed order"),
-            [("fast", "slow"), ("big", "small"), ("hot", "cold")])
-check_equal("control_demos(hot/big/fast, 'made-up')", control_demos(_demos, "made-up"),
-            [("hot", "hotzo"), ("big", "bigzo"), ("fast", "fastzo")])
+check_equal("control_demos(hot/big/fast, 'same word')", control_demos(_demos, "same word"),
+            [("hot", "hot"), ("big", "big"), ("fast", "fast")])
+check_equal("control_demos(hot/big/fast, 'code', code=a dict: hot -> lamp, big -> river, fast -> chair)",
+            control_demos(_demos, "code", code={"hot": "lamp", "big": "river", "fast": "chair"}),
+            [("hot", "lamp"), ("big", "river"), ("fast", "chair")])
+_d4 = [("up", "down"), ("in", "out"), ("old", "new"), ("win", "lose")]
+check_equal("control_demos(up/in/old/win, 'permuted', seed=1) (position i holds pair derangement(4, 1)[i])",
+            control_demos(_d4, "permuted", seed=1), [_d4[j] for j in derangement(4, 1)])
 passed()
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
 from course_utils.grading import outcome, record
 record("module of control_demos (it must be defined in this notebook)", control_demos.__module__)  # clause: defined-here
+# control_demos is graded on its own: "permuted" calls a right derangement here, whatever exercise 5 returns
+_own_derangement = derangement
+
+
+def derangement(n, seed):
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0 or n == 1:
+        raise ValueError(f"no derangement of {n!r} positions")
+    _rng = np.random.default_rng(seed)
+    while True:
+        _p = _rng.permutation(n)
+        if not np.any(_p == np.arange(n)):
+            return [int(i) for i in _p]
+
+
 _d5 = [["up", "down"], ["in", "out"], ["old", "new"], ["win", "lose"], ["open", "shut"]]
-for _cond in ["true", "wrong pairs", "reversed order", "made-up"]:
-    # clause: true-pairs, wrong-pairs, reversed-order, made-up, any-pairs, tuples
-    record(f"control_demos(five pairs given as lists, {_cond!r}) (a list of tuples)", control_demos(_d5, _cond))
-    # clause: true-pairs, wrong-pairs, reversed-order, made-up
-    record(f"control_demos([('a', 'b')], {_cond!r}) (a single demonstration)", control_demos([("a", "b")], _cond))
-    record(f"control_demos([('a', 'b'), ('c', 'd')], {_cond!r}) (two demonstrations)",
-           control_demos([("a", "b"), ("c", "d")], _cond))
-    # clause: any-pairs, true-pairs, wrong-pairs, reversed-order, made-up
-    record(f"control_demos([], {_cond!r}) (no demonstration)", control_demos([], _cond))
-    record(f"control_demos(a tuple of three pairs, {_cond!r})", control_demos((("x", "1"), ("y", "2"), ("z", "3")), _cond))
+_code5 = {"up": "lamp", "in": "river", "old": "chair", "win": "apple", "open": "window", "a": "x1", "c": "x2",
+          "x": "pen", "y": "cup", "z": "box", "p": "key", "r": "map"}
+for _cond in ["true", "wrong pairs", "permuted", "same word", "code"]:
+    # clause: true-pairs, wrong-pairs, permuted, same-word, code, any-pairs, tuples
+    record(f"control_demos(five pairs given as lists, {_cond!r}, seed=4, code=...) (a list of tuples)",
+           control_demos(_d5, _cond, seed=4, code=_code5))
+    # clause: true-pairs, wrong-pairs, permuted, same-word, code
+    record(f"control_demos([('a', 'b'), ('c', 'd')], {_cond!r}, code=...) (two demonstrations)",
+           control_demos([("a", "b"), ("c", "d")], _cond, code=_code5))
+    # clause: any-pairs, true-pairs, wrong-pairs, permuted, same-word, code
+    record(f"control_demos(a tuple of three pairs, {_cond!r}, seed=9, code=...)",
+           control_demos((("x", "1"), ("y", "2"), ("z", "3")), _cond, seed=9, code=_code5))
+    if _cond != "permuted":
+        # clause: any-pairs, true-pairs, wrong-pairs, same-word, code
+        record(f"control_demos([('a', 'b')], {_cond!r}, code=...) (a single demonstration)",
+               control_demos([("a", "b")], _cond, code=_code5))
+        record(f"control_demos([], {_cond!r}) (no demonstration)", control_demos([], _cond))
     _mine = [("p", "q"), ("r", "s")]
-    _out = control_demos(_mine, _cond)
+    _out = control_demos(_mine, _cond, code=_code5)
     if isinstance(_out, list):
         _out.append(("extra", "pair"))
     # clause: new-list, unchanged-input
     record(f"demos after appending to the list control_demos(demos, {_cond!r}) returned (a new list, demos not modified)",
            _mine)
-# clause: made-up
-record("control_demos(hot/big/fast, 'made-up', suffix='-ish')", control_demos(_demos, "made-up", suffix="-ish"))
-record("control_demos([('cat', 'dog')], 'made-up', suffix='') (an empty suffix)", control_demos([("cat", "dog")], "made-up", suffix=""))
+# clause: permuted
+for _s in [0, 1, 2, 3, 5, 8]:
+    record(f"control_demos(five pairs, 'permuted', seed={_s})", control_demos(_d5, "permuted", seed=_s))
+record("control_demos([('a', 'b')], 'permuted') (one demonstration cannot move)",
+       outcome(control_demos, [("a", "b")], "permuted"))
+record("control_demos([], 'permuted') (no demonstration)", control_demos([], "permuted"))
+# clause: code
+record("control_demos(hot/big/fast, 'code', code=a dict with extra keys)",
+       control_demos(_demos, "code", code={"fast": "x", "hot": "y", "big": "z", "cold": "w"}))
+# clause: code-missing-raises
+record("control_demos(hot/big/fast, 'code', code={'hot': 'lamp', 'big': 'river'}) ('fast' is not mapped)",
+       outcome(control_demos, _demos, "code", code={"hot": "lamp", "big": "river"}))
 record("hot/big/fast after all these calls (not modified)", _demos)  # clause: unchanged-input
-for _bad in ["wrong", "Wrong pairs", "shuffled", "", "reversed"]:
+for _bad in ["wrong", "Wrong pairs", "shuffled", "", "reversed order", "made-up", "Permuted"]:
     # clause: unknown-condition-raises
-    record(f"control_demos(hot/big/fast, {_bad!r}) (not one of the four conditions)", outcome(control_demos, _demos, _bad))
+    record(f"control_demos(hot/big/fast, {_bad!r}) (not one of the five conditions)", outcome(control_demos, _demos, _bad))
+derangement = _own_derangement
 ### BEGIN REFERENCE
 from course_utils.grading import expect
+
+
+def _ref_der(n, seed):
+    rng = np.random.default_rng(seed)
+    while True:
+        p = rng.permutation(n).tolist()
+        if all(p[i] != i for i in range(n)):
+            return p
+
+
 _t5 = [tuple(p) for p in _d5]
 _want5 = {"true": _t5, "wrong pairs": [(x, _t5[(i + 1) % 5][1]) for i, (x, _) in enumerate(_t5)],
-          "reversed order": _t5[::-1], "made-up": [(x, x + "zo") for x, _ in _t5]}
+          "permuted": [_t5[j] for j in _ref_der(5, 4)], "same word": [(x, x) for x, _ in _t5],
+          "code": [(x, _code5[x]) for x, _ in _t5]}
 _want2 = {"true": [("a", "b"), ("c", "d")], "wrong pairs": [("a", "d"), ("c", "b")],
-          "reversed order": [("c", "d"), ("a", "b")], "made-up": [("a", "azo"), ("c", "czo")]}
-_want3 = {"true": [("x", "1"), ("y", "2"), ("z", "3")], "wrong pairs": [("x", "2"), ("y", "3"), ("z", "1")],
-          "reversed order": [("z", "3"), ("y", "2"), ("x", "1")], "made-up": [("x", "xzo"), ("y", "yzo"), ("z", "zzo")]}
-for _cond in ["true", "wrong pairs", "reversed order", "made-up"]:
-    expect(f"control_demos(five pairs given as lists, {_cond!r}) (a list of tuples)", _want5[_cond])
-    expect(f"control_demos([('a', 'b')], {_cond!r}) (a single demonstration)",
-           [("a", "azo")] if _cond == "made-up" else [("a", "b")])
-    expect(f"control_demos([('a', 'b'), ('c', 'd')], {_cond!r}) (two demonstrations)", _want2[_cond])
-    expect(f"control_demos([], {_cond!r}) (no demonstration)", [])
-    expect(f"control_demos(a tuple of three pairs, {_cond!r})", _want3[_cond])
+          "permuted": [("c", "d"), ("a", "b")], "same word": [("a", "a"), ("c", "c")], "code": [("a", "x1"), ("c", "x2")]}
+_t3 = [("x", "1"), ("y", "2"), ("z", "3")]
+_want3 = {"true": _t3, "wrong pairs": [("x", "2"), ("y", "3"), ("z", "1")], "permuted": [_t3[j] for j in _ref_der(3, 9)],
+          "same word": [("x", "x"), ("y", "y"), ("z", "z")], "code": [("x", "pen"), ("y", "cup"), ("z", "box")]}
+_want1 = {"true": [("a", "b")], "wrong pairs": [("a", "b")], "same word": [("a", "a")], "code": [("a", "x1")]}
+for _cond in ["true", "wrong pairs", "permuted", "same word", "code"]:
+    expect(f"control_demos(five pairs given as lists, {_cond!r}, seed=4, code=...) (a list of tuples)", _want5[_cond])
+    expect(f"control_demos([('a', 'b'), ('c', 'd')], {_cond!r}, code=...) (two demonstrations)", _want2[_cond])
+    expect(f"control_demos(a tuple of three pairs, {_cond!r}, seed=9, code=...)", _want3[_cond])
+    if _cond != "permuted":
+        expect(f"control_demos([('a', 'b')], {_cond!r}, code=...) (a single demonstration)", _want1[_cond])
+        expect(f"control_demos([], {_cond!r}) (no demonstration)", [])
     expect(f"demos after appending to the list control_demos(demos, {_cond!r}) returned (a new list, demos not modified)",
            [("p", "q"), ("r", "s")])
-expect("control_demos(hot/big/fast, 'made-up', suffix='-ish')", [("hot", "hot-ish"), ("big", "big-ish"), ("fast", "fast-ish")])
-expect("control_demos([('cat', 'dog')], 'made-up', suffix='') (an empty suffix)", [("cat", "cat")])
+for _s in [0, 1, 2, 3, 5, 8]:
+    expect(f"control_demos(five pairs, 'permuted', seed={_s})", [_t5[j] for j in _ref_der(5, _s)])
+expect("control_demos([('a', 'b')], 'permuted') (one demonstration cannot move)", "raises ValueError")
+expect("control_demos([], 'permuted') (no demonstration)", [])
+expect("control_demos(hot/big/fast, 'code', code=a dict with extra keys)", [("hot", "y"), ("big", "z"), ("fast", "x")])
+expect("control_demos(hot/big/fast, 'code', code={'hot': 'lamp', 'big': 'river'}) ('fast' is not mapped)", "raises KeyError")
 expect("hot/big/fast after all these calls (not modified)", [("hot", "cold"), ("big", "small"), ("fast", "slow")])
-for _bad in ["wrong", "Wrong pairs", "shuffled", "", "reversed"]:
-    expect(f"control_demos(hot/big/fast, {_bad!r}) (not one of the four conditions)", "raises ValueError")
+for _bad in ["wrong", "Wrong pairs", "shuffled", "", "reversed order", "made-up", "Permuted"]:
+    expect(f"control_demos(hot/big/fast, {_bad!r}) (not one of the five conditions)", "raises ValueError")
 ### END REFERENCE
 ### END HIDDEN TESTS
 
@@ -1483,99 +1573,183 @@ for _bad in ["wrong", "Wrong pairs", "shuffled", "", "reversed"]:
 #
 # Protocol, fixed before the run: k = 4 demonstrations (the first four of each set of section 9.6,
 # the same five sets in full mode, set 0 in CI mode), the same 40 evaluation words, raw text, greedy,
-# 3 new tokens, the answer read as in 9.6. Your `control_demos` builds the demonstrations of the
-# wrong-pairs, reversed-order and made-up conditions. Instruction only: two wordings, fixed in
-# advance, each followed by the bare `word ->` line — `Write the opposite of each word.` and
-# `Antonyms (opposites):`. The made-up mapping is scored against `word + "zo"`; its zero-shot
-# baseline is the bare prompt of 9.6 scored the same way.
+# 3 new tokens, the answer read as in section 9.6; your `control_demos` builds every demonstration list below.
 #
-# Each condition is compared with the four-shot prompt of the same set on the same words: McNemar's
-# exact test per set, and, averaging the sets word by word, the paired t interval of the accuracy
-# difference and its p-value. The five comparisons form one family, read together: their p-values are
-# adjusted with Holm's method (`course_utils.stats.holm`), and only an adjusted p below 0.05 counts.
+# - **Instructions**, fixed in advance, each on the line before the pairs (or before the bare
+#   `word ->` line when there is no pair): `Write the opposite of each word.`, `Antonyms (opposites):`
+#   and `Repeat each word exactly.`
+# - **Orders**: for set s, the first three *different* orders `derangement(4, seed)` for seeds
+#   `100 * s`, `100 * s + 1`, … (three seeded draws may coincide: a repeated order is skipped).
+# - **Code**: 60 common nouns (none an antonym of the file); for set s, a seeded random one-to-one
+#   code from the 60 words of `antonyms.tsv` to the nouns, and for each evaluation word a seeded
+#   random position (1 to 4) at which its own pair replaces that demonstration of the set.
+#
+# Each answer is scored against a **target**: the accepted antonyms (`antonym`), the query word itself
+# (`same word`) or the query word's code noun (`code`). Each test compares a condition with a
+# reference on the same words and the same target: McNemar's exact test per set, and, averaging the
+# sets word by word, the paired t interval of the accuracy difference and its p-value. The twelve
+# comparisons below form one family: their p-values are adjusted with Holm's method
+# (`course_utils.stats.holm`), and only an adjusted p below 0.05 counts.
 
 # %% nbgrader={"grade": false, "grade_id": "icl_controls", "locked": true, "schema_version": 3, "solution": false, "task": false}
 from course_utils.stats import holm
 
-CONTROL_K, MADE_UP_SUFFIX = 4, "zo"
-INSTRUCTIONS = {"instruction 'opposite'": "Write the opposite of each word.\n", "instruction 'antonyms'": "Antonyms (opposites):\n"}
-CTRL_RIGHT, CTRL_ANSWERS = {}, {}
+CONTROL_K, N_ORDERS = 4, 3
+OPPOSITE, ANTONYMS, REPEAT = "Write the opposite of each word.\n", "Antonyms (opposites):\n", "Repeat each word exactly.\n"
+NOUNS = ("lamp river chair apple window pencil garden bottle candle mirror basket button carpet castle cloud coffee cookie"
+         " desk doctor engine farmer feather forest garlic guitar hammer island jacket kettle kitchen ladder lemon letter"
+         " monkey mountain needle orange pocket potato rabbit ribbon saddle salad shoe spoon stone sugar tiger tomato towel"
+         " tractor turtle violin wallet wagon whale wheel wire wool zebra").split()
+assert len(set(NOUNS)) == len(ANT_ROWS) and not set(NOUNS) & {w for row in ANT_ROWS for w in [row[0], *row[1]]}
+CTRL_ANSWERS, CTRL_ORDERS, CODE, CODE_POS = {}, {}, {}, {}
+
+
+def score(answers, target, s):
+    """Right/wrong per evaluation word against a target: 'antonym', 'same word' or 'code' (set s's code)."""
+    if target == "antonym":
+        return [a in ok for a, (_, ok) in zip(answers, ANT_TEST)]
+    if target == "same word":
+        return [a == w for a, (w, _) in zip(answers, ANT_TEST)]
+    return [a == CODE[s][w] for a, (w, _) in zip(answers, ANT_TEST)]
+
+
 if ICL_RIGHT:
-    for name, head in INSTRUCTIONS.items():                # no demonstration: the same prompts for every set
-        answers = antonym_answers([head + antonym_prompt([], w) for w, _ in ANT_TEST])
-        right = [a in ok for a, (_, ok) in zip(answers, ANT_TEST)]
+    for name, head in [("instruction 'opposite'", OPPOSITE), ("instruction 'antonyms'", ANTONYMS)]:
+        answers = antonym_answers([head + antonym_prompt([], w) for w, _ in ANT_TEST])   # the same for every set
         CTRL_ANSWERS[name] = {s: answers for s in ICL_SEEDS}
-        CTRL_RIGHT[name] = {s: right for s in ICL_SEEDS}
-    for cond in tqdm(["wrong pairs", "reversed order", "made-up"], desc="control conditions"):
-        CTRL_ANSWERS[cond], CTRL_RIGHT[cond] = {}, {}
-        targets = [[w + MADE_UP_SUFFIX] if cond == "made-up" else ok for w, ok in ANT_TEST]
-        for s in ICL_SEEDS:
-            demos = control_demos(ICL_DEMOS[s][:CONTROL_K], cond, suffix=MADE_UP_SUFFIX)
-            CTRL_ANSWERS[cond][s] = antonym_answers([antonym_prompt(demos, w) for w, _ in ANT_TEST])
-            CTRL_RIGHT[cond][s] = [a in t for a, t in zip(CTRL_ANSWERS[cond][s], targets)]
-    s0 = ICL_SEEDS[0]
-    made_up_zero = [a == w + MADE_UP_SUFFIX for a, (w, _) in zip(ICL_ANSWERS[(s0, 0)], ANT_TEST)]
+    for s in tqdm(ICL_SEEDS, desc="control conditions, per set"):
+        demos = ICL_DEMOS[s][:CONTROL_K]
+        orders, seed = [], 100 * s
+        while len(orders) < N_ORDERS:
+            order = derangement(CONTROL_K, seed)
+            if order not in orders:
+                orders.append(order)
+                CTRL_ORDERS[(s, len(orders))] = (seed, order)
+            seed += 1
+        rng = np.random.default_rng(1000 + s)
+        CODE[s] = dict(zip([row[0] for row in ANT_ROWS], rng.permutation(NOUNS).tolist()))
+        CODE_POS[s] = rng.integers(0, CONTROL_K, size=len(ANT_TEST)).tolist()
+        prompts = {"4-shot": None,
+                   "wrong pairs": [antonym_prompt(control_demos(demos, "wrong pairs"), w) for w, _ in ANT_TEST],
+                   "'opposite' + true pairs": [OPPOSITE + antonym_prompt(demos, w) for w, _ in ANT_TEST],
+                   "'opposite' + same-word pairs": [OPPOSITE + antonym_prompt(control_demos(demos, "same word"), w)
+                                                    for w, _ in ANT_TEST],
+                   "'repeat' + true pairs": [REPEAT + antonym_prompt(demos, w) for w, _ in ANT_TEST],
+                   "code, query's pair shown": [antonym_prompt(control_demos(demos[:j] + [(w, "")] + demos[j + 1:], "code",
+                                                                             code=CODE[s]), w)
+                                                for (w, _), j in zip(ANT_TEST, CODE_POS[s])],
+                   "code, query's pair not shown": [antonym_prompt(control_demos(demos, "code", code=CODE[s]), w)
+                                                    for w, _ in ANT_TEST]}
+        for o in range(1, N_ORDERS + 1):
+            prompts[f"order {o}"] = [antonym_prompt(control_demos(demos, "permuted", seed=CTRL_ORDERS[(s, o)][0]), w)
+                                     for w, _ in ANT_TEST]
+        for name, ps in prompts.items():
+            CTRL_ANSWERS.setdefault(name, {})[s] = ICL_ANSWERS[(s, CONTROL_K)] if ps is None else antonym_answers(ps)
+
+    def right(name, target):
+        return {s: score(CTRL_ANSWERS[name][s], target, s) for s in ICL_SEEDS}
+
     print(f"model in the banner, {len(ANT_TEST)} evaluation words, k = {CONTROL_K} unless no demonstration;"
-          f" accuracy per set, mean over sets; vs {CONTROL_K}-shot (true pairs, same set, same words)")
-    kshot = np.mean([ICL_RIGHT[(s, CONTROL_K)] for s in ICL_SEEDS], axis=0)
-    print(f"{'4-shot, true pairs':24s} " + " ".join(f"{np.mean(ICL_RIGHT[(s, CONTROL_K)]):.3f}" for s in ICL_SEEDS)
-          + f" | mean {kshot.mean():.3f}")
+          f" accuracy per set {ICL_SEEDS}, then the mean over the sets")
+    print("orders (seed: order) per set:", "; ".join(f"set {s}: " + ", ".join(
+        f"{CTRL_ORDERS[(s, o)][0]}: {CTRL_ORDERS[(s, o)][1]}" for o in range(1, N_ORDERS + 1)) for s in ICL_SEEDS))
+    print(f"{'condition':30s} {'antonym':>38s} {'same word':>38s}")
+    for name in ["4-shot", "instruction 'opposite'", "instruction 'antonyms'", "wrong pairs"] \
+            + [f"order {o}" for o in range(1, N_ORDERS + 1)] \
+            + ["'opposite' + true pairs", "'opposite' + same-word pairs", "'repeat' + true pairs"]:
+        cells = []
+        for target in ["antonym", "same word"]:
+            r = right(name, target)
+            cells.append((" ".join(f"{np.mean(r[s]):.3f}" for s in ICL_SEEDS)
+                          + f" | {np.mean([np.mean(r[s]) for s in ICL_SEEDS]):.3f}").rjust(38))
+        print(f"{name:30s} " + " ".join(cells))
+    print(f"{'condition':30s} {'code':>38s} {'antonym':>38s} {'same word':>38s}")
+    for name in ["code, query's pair shown", "code, query's pair not shown"]:
+        cells = []
+        for target in ["code", "antonym", "same word"]:
+            r = right(name, target)
+            cells.append((" ".join(f"{np.mean(r[s]):.3f}" for s in ICL_SEEDS)
+                          + f" | {np.mean([np.mean(r[s]) for s in ICL_SEEDS]):.3f}").rjust(38))
+        print(f"{name:30s} " + " ".join(cells))
+    others = [sum(a in {CODE[s][x] for x, _ in ICL_DEMOS[s][:CONTROL_K]} - {CODE[s][w]}
+                  for a, (w, _) in zip(CTRL_ANSWERS["code, query's pair shown"][s], ANT_TEST)) for s in ICL_SEEDS]
+    print(f"code, query's pair shown: answers that are another demonstration's noun, per set: {others} of {len(ANT_TEST)}")
+    shown = right("code, query's pair shown", "code")
+    print("code, query's pair shown, by the position of the query's pair (all sets): " + ", ".join(
+        f"position {j + 1}: {sum(shown[s][i] for s in ICL_SEEDS for i in range(len(ANT_TEST)) if CODE_POS[s][i] == j)}/"
+        f"{sum(CODE_POS[s][i] == j for s in ICL_SEEDS for i in range(len(ANT_TEST)))}" for j in range(CONTROL_K)))
+    for name in ["instruction 'opposite'", "wrong pairs", "'opposite' + same-word pairs", "'repeat' + true pairs",
+                 "code, query's pair shown"]:
+        print(f"set {ICL_SEEDS[0]}, {name}, first 8 answers:", CTRL_ANSWERS[name][ICL_SEEDS[0]][:8])
+    print(f"set {ICL_SEEDS[0]}, code of the first 8 words:", [CODE[ICL_SEEDS[0]][w] for w, _ in ANT_TEST[:8]])
+
+    FAMILY = [("instruction 'opposite'", "4-shot", "antonym"), ("instruction 'antonyms'", "4-shot", "antonym"),
+              ("wrong pairs", "4-shot", "antonym")] \
+        + [(f"order {o}", "4-shot", "antonym") for o in range(1, N_ORDERS + 1)] \
+        + [("'opposite' + true pairs", "4-shot", "antonym"),
+           ("'opposite' + same-word pairs", "'opposite' + true pairs", "antonym"),
+           ("'opposite' + same-word pairs", "'opposite' + true pairs", "same word"),
+           ("'repeat' + true pairs", "4-shot", "antonym"),
+           ("'repeat' + true pairs", "4-shot", "same word"),
+           ("code, query's pair shown", "code, query's pair not shown", "code")]
     rows = []
-    for cond in list(INSTRUCTIONS) + ["wrong pairs", "reversed order", "made-up"]:
-        per_word = np.mean([CTRL_RIGHT[cond][s] for s in ICL_SEEDS], axis=0)
-        mc = [mcnemar_exact(CTRL_RIGHT[cond][s], ICL_RIGHT[(s, CONTROL_K)]) for s in ICL_SEEDS]
-        rows.append((cond, per_word, paired_t(per_word, kshot), mc))
-    adjusted = holm([r[2].pvalue for r in rows])
+    for name, ref, target in FAMILY:
+        a, b = right(name, target), right(ref, target)
+        per_a, per_b = np.mean([a[s] for s in ICL_SEEDS], axis=0), np.mean([b[s] for s in ICL_SEEDS], axis=0)
+        rows.append((name, ref, target, per_a.mean(), per_b.mean(), paired_t(per_a, per_b),
+                     [mcnemar_exact(a[s], b[s]) for s in ICL_SEEDS]))
+    adjusted = holm([r[5].pvalue if np.isfinite(r[5].pvalue) else 1.0 for r in rows])   # no word differs: p = 1
     CONTROLS = {}
-    for (cond, per_word, d, mc), p_adj in zip(rows, adjusted):
-        CONTROLS[cond] = (per_word.mean(), d, p_adj)
-        print(f"{cond:24s} " + " ".join(f"{np.mean(CTRL_RIGHT[cond][s]):.3f}" for s in ICL_SEEDS)
-              + f" | mean {per_word.mean():.3f} | minus 4-shot {d.diff:+.3f} [95% paired t {d.low:+.3f}, {d.high:+.3f}],"
-              f" p = {d.pvalue:.2g}, Holm p = {p_adj:.2g} | McNemar per set (b, c): "
+    print(f"the family of {len(rows)} paired comparisons (A - B, mean over the sets, per word), Holm-adjusted:")
+    for (name, ref, target, ma, mb, d, mc), p_adj in zip(rows, adjusted):
+        CONTROLS[(name, ref, target)] = (ma, mb, d, p_adj)
+        print(f"{name:29s} - {ref:29s} [{target}]: {ma:.3f} - {mb:.3f} = {d.diff:+.3f} [95% paired t {d.low:+.3f},"
+              f" {d.high:+.3f}], p = {d.pvalue:.2g}, Holm p = {p_adj:.2g} | McNemar per set (b, c): "
               + " ".join(f"({t.b}, {t.c})" for t in mc))
-    print(f"made-up mapping with no demonstration (the bare prompt of 9.6, scored against word + {MADE_UP_SUFFIX!r}):"
-          f" {sum(made_up_zero)}/{len(ANT_TEST)}")
-    for cond in list(INSTRUCTIONS) + ["wrong pairs", "reversed order", "made-up"]:
-        print(f"set {s0}, {cond}, first 8 answers:", CTRL_ANSWERS[cond][s0][:8])
-    wrong_copies = [sum(a in {y for _, y in ICL_DEMOS[s][:CONTROL_K]} for a in CTRL_ANSWERS["wrong pairs"][s]) for s in ICL_SEEDS]
-    true_copies = [sum(a in {y for _, y in ICL_DEMOS[s][:CONTROL_K]} for a in ICL_ANSWERS[(s, CONTROL_K)]) for s in ICL_SEEDS]
-    print(f"answers that repeat one of the 4 demonstrations' outputs, per set: wrong pairs {wrong_copies},"
-          f" true pairs {true_copies} of {len(ANT_TEST)}")
 else:
     print("skipped while autograding")
-
 # %% [markdown]
 # **What the stand-in shows (section 9.8).** Against the four-shot prompt with the true pairs (mean
-# 0.610 over the five sets), on the same 40 words, the five comparisons Holm-adjusted:
+# 0.610 over the five sets), on the same 40 words; every p below is Holm-adjusted over the twelve
+# comparisons.
 #
-# - **The pairs carry the task, not only its format.** Mis-paired demonstrations — the same inputs,
-#   the same outputs, the same format — fall to 0.130 (−0.480 [95 % paired t −0.584, −0.376], Holm
-#   p = 9.2e-11; no word gained in any set, 13 to 23 lost per set). With wrong pairs the model often
-#   answers with one of the demonstrations' outputs (4 to 24 of the 40 answers per set, against 0 to
-#   5 with the true pairs): it follows the mapping it is shown, it does not just recognise "antonyms"
-#   from the look of the prompt. Min et al. (2022) report that random labels cost little on
-#   classification and multiple-choice tasks; on this open-ended answer and this model, the right
-#   pairing is what the demonstrations contribute.
-# - **Naming the task does part of the work.** Instruction only: 0.350 (`Write the opposite of each
-#   word.`) and 0.200 (`Antonyms (opposites):`), below four-shot by −0.260 [−0.415, −0.105] and −0.410
-#   [−0.571, −0.249] (Holm p = 0.0032 and 3.2e-05). Without demonstrations the model often repeats the
-#   word itself (`accept`, `buy`, `laugh`, `winter`). (The bare prompt got 0/40; the instruction's
-#   gain over it is not in this family and not tested here.)
-# - **A mapping no pre-training text teaches is picked up.** The made-up `x -> xzo`: 0/40 with no
-#   demonstration, 0.875 with four (0.725 to 1.000 per set), above the antonyms of the same sets by
-#   +0.265 [+0.138, +0.392] (Holm p = 0.00044). Four pairs can define a mapping the model cannot know
-#   — but this one is a copy of the input with a fixed ending, a pattern a small model continues by
-#   copying from its context. It does not show that the model learns a new *semantic* relation
-#   from pairs; Wei et al. (2023) find following flipped labels against the model's priors only in
-#   much larger models.
-# - **The order of the same four pairs: no detectable effect on average**, +0.050 [−0.004, +0.104],
-#   Holm p = 0.067. Per set it ranged from 0.400 (set 3, down from 0.575, 7 words lost, none gained)
-#   to 0.750; those per-set tests are not adjusted and not read as effects.
+# - **The pairing matters — which both readings predict.** Mis-paired demonstrations fall to 0.130
+#   (−0.480 [95 % paired t −0.584, −0.376], Holm p = 2e-10; no word gained in any set). A model that
+#   only recognises "antonyms" from correct pairs fails to recognise it from wrong ones too, so this
+#   drop does not tell recognition from learning.
+# - **When the instruction and the pairs disagree, the model follows the pairs.** `Write the opposite
+#   of each word.` with pairs that show the same word: 0.005 antonyms (against 0.580 with the true
+#   pairs after the same instruction, −0.575 [−0.704, −0.446], Holm p = 4.3e-10) and 0.940 answers that
+#   repeat the word (+0.800 [+0.711, +0.889], Holm p = 1.6e-19). The other way round, `Repeat each word
+#   exactly.` with the true antonym pairs: 0.605 antonyms, as without the instruction (−0.005 [−0.089,
+#   +0.079], Holm p = 1), and a few more repeated words (0.180 against 0.065, +0.115 [+0.050, +0.180],
+#   Holm p = 0.0062). Naming the task on top of the true pairs changed nothing detectable either
+#   (0.580, −0.030 [−0.096, +0.036]). So the demonstrations, not the instruction, decide *which* task
+#   is done. Both demonstrated relations are ones the model already has (repeating a word is also what
+#   it does with an instruction alone, 0.425 of the answers): this shows the pairs select the task; it
+#   does not show that a new mapping is learned.
+# - **An arbitrary code is read from its pair, for about one word in four.** With the query's own
+#   `word -> noun` pair among the four demonstrations, the model answers that noun for 0.235 of the
+#   words (0.100 to 0.400 per set); with the same prompt without the query's pair, 0.000 (+0.235
+#   [+0.170, +0.300], Holm p = 6.2e-08). No knowledge of the word and no copy of it produces that
+#   noun, so this part of the answer comes from the pair in the prompt — a mapping learned in context,
+#   in the narrow sense of looking up a pair it was shown. The rest of the answers repeat the query
+#   word (0.210) or give another demonstration's noun (0 to 8 of 40 per set), almost never its antonym
+#   (0.005); and the lookup works only when the query's pair is not the first demonstration (1 of 51
+#   right at position 1, 15 or 16 of 48 to 52 at positions 2 to 4). Whether the model would
+#   *generalise* a new rule to words it was not shown is not tested here.
+# - **Three orders of the same pairs, each moving every demonstration: no difference survives Holm's
+#   adjustment.** −0.020 [−0.065, +0.025], +0.040 [−0.022, +0.102] and +0.075 [+0.006, +0.144] (Holm p =
+#   1, 0.79 and 0.17); together the intervals span −0.065 to +0.144, so order effects of that size on
+#   the mean are compatible with these data. Single sets moved more (order 1: 7 words lost and none
+#   gained in set 3, 10 gained and 1 lost in set 4); those per-set tests are not adjusted and not read
+#   as effects.
 #
-# So on the model in the banner the antonym demonstrations are more than a pointer to a known task:
-# wrong pairs break the effect and a new surface mapping is learned. What the chapter cannot say is
-# whether the model would learn a new *relation* from four pairs; that needs a made-up mapping that is
-# not a copy, and, by Wei et al., a larger model.
+# So, on the model in the banner, the antonym demonstrations decide which task is done, against an
+# instruction that names another, and the model can take an arbitrary word's answer from its pair in
+# about a quarter of the cases; none of these controls shows it learning a new *relation* from four
+# pairs. Wei et al. (2023) find following labels against the model's priors only in much larger
+# models.
 
 # %% [markdown]
 # ## 10. Self-consistency as the number of samples grows (Book §5.7)
@@ -1699,11 +1873,12 @@ else:
 #     do in a chat application whose history outgrows the window?
 # (d) Sections 9.6–9.8: did the demonstrations change the antonym answers? Quote zero-shot and
 #     four-shot accuracy with their Wilson intervals and the paired test, and say what Cochran's Q
-#     says about the choice of demonstration set. Then, from the controls of section 9.8 (Holm-adjusted,
-#     paired with the four-shot prompt): did the model *recognise* a task it knows or *learn* the
-#     mapping the pairs show? Which condition answers that, and what do the instruction-only prompts
-#     and the made-up mapping add? Why does this task show an effect of the demonstrations on the
-#     model in the banner when the sentiment prompts did not?
+#     says about the choice of demonstration set. Then, from the controls of section 9.8 (paired,
+#     Holm-adjusted): which of them would a model that only *recognises* a task it knows pass as well
+#     as one that *learns* the mapping the pairs show, and which tell the two apart? Say what the
+#     wrong pairs, the instruction against the pairs, the arbitrary code and the three orders each
+#     show, and what none of them shows. Why does this task show an effect of the demonstrations on
+#     the model in the banner when the sentiment prompts did not?
 
 # %% [markdown] nbgrader={"grade": true, "grade_id": "written_q1", "locked": false, "points": 3, "schema_version": 3, "solution": true, "task": false}
 # **Model answer** (instructor; numbers from the committed full-mode run, n = 48, with the offline
@@ -1752,15 +1927,22 @@ else:
 # +0.733] per word, and eight demonstrations reach 0.805 on average (+0.195 [+0.105, +0.285] over
 # four). The choice of set: at k = 4 the sets range from 0.525 to 0.700, but Cochran's Q finds no
 # difference between them (p = 0.216); at k = 8 they differ (p = 0.022). With a single demonstration
-# the model often copies its answer (mean 0.135). The controls (paired with four-shot, Holm over
-# five): **wrong pairs** fall to 0.130 (−0.480 [−0.584, −0.376]) — the same words in the same format,
-# mis-paired, lose the effect, so the model follows the pairs rather than only recognising the task;
-# the **instruction alone** gets 0.350 or 0.200 depending on the wording (−0.260 and −0.410), so
-# naming the task does part of the work; **another order** makes no detectable difference on average
-# (+0.050 [−0.004, +0.104], Holm p = 0.067); the **made-up** `x -> xzo` goes from 0/40 to 0.875 — a
-# mapping the model cannot know is picked up, but it is a copy pattern, not a new relation. The
-# antonym prompt has no instruction, so the demonstrations carry the whole task, and the relation is
-# one the model already knows; the sentiment prompt already states task and labels, and what the stand-in lacks
+# the model often copies its answer (mean 0.135). The controls (paired on the same words, Holm over
+# twelve comparisons): **wrong pairs** fall to 0.130 (−0.480 [−0.584, −0.376]) — the pairing matters,
+# but a model that only recognises the task from correct pairs predicts this drop too. The
+# **instruction against the pairs** tells more: `Write the opposite of each word.` with same-word
+# pairs gives 0.005 antonyms and 0.940 repeated words (antonyms −0.575 [−0.704, −0.446] against the
+# same instruction with the true pairs), and `Repeat each word exactly.` with the true pairs still
+# gives 0.605 antonyms (−0.005 [−0.089, +0.079] against four-shot): the pairs, not the instruction,
+# decide which task is done — but both relations are ones the model already knows. The **arbitrary
+# code** is the only control whose answer nothing but the pairs can give: 0.235 of the words get their
+# noun when their own pair is among the demonstrations, 0.000 when it is not (+0.235 [+0.170, +0.300]),
+# almost all of them at positions 2 to 4 — a lookup of a shown pair, learned in context, for about a
+# quarter of the words; generalising a new rule to words not shown is not tested. The **three
+# orders** (each moving every pair) differ from the original order by −0.020, +0.040 and +0.075, none
+# of them significant after Holm's adjustment (the intervals span −0.065 to +0.144). The instruction alone gets 0.350 or
+# 0.200. The antonym prompt has no instruction, so the demonstrations carry the whole task, and the
+# relation is one the model already knows; the sentiment prompt already states task and labels, and what the stand-in lacks
 # there is the decision between the labels, which examples did not supply (they fixed the format
 # instead: label mass 0.903 in raw text).
 
@@ -1781,8 +1963,11 @@ else:
 # - Demonstrations teach most where they *define* the task: on the stand-in, antonyms from a bare
 #   `x ->` prompt went from 0/40 to 0.610 with four demonstrations (mean over five sets) and 0.805
 #   with eight, while the sentiment examples moved no label preference measurably. Check *what* they
-#   carry with controls on the same items: mis-paired demonstrations fell to 0.130, the instruction
-#   alone reached 0.350. Use several demonstration sets, and read a non-significant test with its
+#   carry with controls on the same items, chosen so that recognising a known task and learning the
+#   shown mapping predict different results: mis-paired demonstrations fell to 0.130 (both readings
+#   predict that); pairs that contradicted the instruction won over it (0.940 of the answers followed
+#   the pairs); an arbitrary word → noun code was read from its pair for 0.235 of the words. Use several
+#   demonstration sets and several orders, and read a non-significant test with its
 #   interval and the effect the design could detect at a power fixed in advance (0.250 to 0.413 at
 #   n = 48): "no effect found" is not "no effect".
 # - Self-consistency needs sampling, a seed protocol, readable samples and an abstention rule; it

@@ -20,7 +20,7 @@
 # 2. `blockwise_absmax_quantize` — one absmax scale per block, checked against `bitsandbytes`' row-wise int8 (1 pt)
 # 3. `nf4_quantize` — NF4 codes, two per byte, equal **byte for byte** to `bitsandbytes.functional.quantize_4bit` (3 pts)
 # 4. `decode_q4_1_block` — one GGUF Q4_1 block of the model file, equal bit for bit to `gguf`'s decoder (2 pts)
-# 5. `bits_per_weight` — what a block format costs, its scales and double quantization included (2 pts)
+# 5. `step_weight_bytes` — the bytes of weights one decoding step of a model reads, 4-bit scales included (2 pts)
 #
 # plus one written question (2 pts) that asks for evidence from this notebook's outputs.
 #
@@ -159,7 +159,7 @@ print(f"NF4 + double quant (absmax in 8 bits, one fp32 per 256 absmax): {nf4_dq:
 # When $\max |w|$ is 0 (an all-zero `w`), use $\Delta = 1$. <!-- clause: zero-input -->
 # Return `(q, delta)`: `q` an `int8` tensor of `w`'s shape, `delta` a Python float. <!-- clause: returns -->
 # `w` may also be `float16` or `bfloat16`: return the same `q` and `delta` as for `w.float()`. <!-- clause: half-precision -->
-# Use `torch.round` (it rounds halves to even: 2.5 -> 2, not 3). <!-- clause: halves-even -->
+# (`torch.round` is fine; the tests use no value that lies exactly half-way between two levels.)
 # Do not modify `w`. <!-- clause: unchanged-input -->
 # Raise `ValueError` if `n_bits` is not a Python `int` from 2 to 8 (a `float` is refused even when its value is
 # whole). <!-- clause: n-bits-range -->
@@ -209,8 +209,6 @@ check_equal("q of [0.2, -0.2, 0.05, -0.31, 0.0] (alpha=0.2, 4 bits; -0.31 clips 
 _q8, _d8 = quantize_symmetric(torch.tensor([1.0, -0.5, 0.25]), 8)
 check_close("delta for 8 bits with the default alpha = max|w| = 1 (1/127)", _d8, 1 / 127, atol=1e-9)
 check_equal("q for 8 bits", _q8.tolist(), [127, -64, 32])
-_q, _ = quantize_symmetric(torch.tensor([0.5, 1.5, 2.5, -2.5, 3.5]), 4, alpha=7.0)   # delta = 1: w / delta is exactly half-way
-check_equal("q of [0.5, 1.5, 2.5, -2.5, 3.5] with alpha=7, 4 bits (halves round to EVEN: torch.round)", _q.tolist(), [0, 2, 2, -2, 4])
 passed()
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
@@ -240,8 +238,6 @@ for _dt in (torch.float16, torch.bfloat16):
     # clause: half-precision
     record(f"q of quantize_symmetric(a (4, 6) {_dt} tensor, 4 bits)", _q)
     record(f"delta of quantize_symmetric(a (4, 6) {_dt} tensor, 4 bits)", _d, rtol=1e-6)
-_q, _d = quantize_symmetric(torch.tensor([0.5, 1.5, 2.5, 3.5, -0.5, -1.5, -2.5, 6.5, -6.5]), 4, alpha=7.0)
-record("q of quantize_symmetric([0.5, 1.5, 2.5, 3.5, -0.5, -1.5, -2.5, 6.5, -6.5], 4, alpha=7.0) (halves to even)", _q)  # clause: halves-even
 _q, _d = quantize_symmetric(torch.zeros(5), 4)
 # clause: zero-input
 record("q of quantize_symmetric(an all-zero tensor of 5 values, 4 bits)", _q)
@@ -279,8 +275,12 @@ for _dt in (torch.float16, torch.bfloat16):
     _dd = float(_wf.abs().max()) / 7
     check_true(torch.equal(torch.round(_wm.to(_dt) / _dd).float(), torch.round(_wf / _dd)),
                f"the {_dt} input must not tell 16-bit from float32 arithmetic")
-expect("q of quantize_symmetric([0.5, 1.5, 2.5, 3.5, -0.5, -1.5, -2.5, 6.5, -6.5], 4, alpha=7.0) (halves to even)",
-       torch.tensor([0, 2, 2, 4, 0, -2, -2, 6, -6], dtype=torch.int8))
+for _nb, _w, _q, _d, _dq, _q2, _d2 in _sym:   # no graded value half-way between two levels: any rounding of halves passes
+    for _v in (_w / _d, _w / _d2):
+        check_true(bool(((_v.abs() % 1) != 0.5).all()), f"a graded input (n_bits={_nb}) lies half-way between two levels")
+for _dt in (torch.float16, torch.bfloat16):
+    _wf = _wm.to(_dt).float()
+    check_true(bool((((_wf / (float(_wf.abs().max()) / 7)).abs() % 1) != 0.5).all()), f"the {_dt} input lies half-way")
 expect("q of quantize_symmetric(an all-zero tensor of 5 values, 4 bits)", torch.zeros(5, dtype=torch.int8))
 expect("delta of quantize_symmetric(an all-zero tensor, 4 bits) (1.0 when max|w| is 0)", 1.0, rtol=1e-6)
 for _bad in (1, 9, 0, 16, 4.0):
@@ -325,7 +325,7 @@ print("max |Q(W) - W| over the book's head W:", round(float((dequantize_symmetri
 # factor $L / \text{absmax}$ first, then one product per value (the order decides which values land
 # exactly on a half). <!-- clause: value -->
 # `x` may also be `float16` or `bfloat16`: convert it to `float32` first. <!-- clause: half-precision -->
-# Round with `torch.round`, which rounds halves to even. <!-- clause: halves-even -->
+# Round with `torch.round` (the tests use no value that lies exactly half-way between two codes).
 # A block of zeros has absmax 0 and codes 0. <!-- clause: zero-block -->
 # Any other absmax, however small, is used as it is (no epsilon). <!-- clause: tiny-absmax -->
 # Return `(q, absmax)`: `q` `int8` of `x`'s shape, `absmax` of shape `(x.numel() // blocksize,)`. <!-- clause: returns -->
@@ -373,8 +373,6 @@ check_equal("q, blocksize 4, 8 bits", _q.tolist(), [[64, -127, 32, 0], [127, 64,
 _q2, _a2 = blockwise_absmax_quantize(_x, 2, n_bits=4)
 check_close("absmax with blocksize 2", _a2, [1.0, 0.25, 100.0, 25.0], atol=0)
 check_equal("q, blocksize 2, 4 bits", _q2.tolist(), [[4, -7, 7, 0], [7, 4, -7, 3]])
-_q3, _ = blockwise_absmax_quantize(torch.tensor([127.0, 0.5, 1.5, 2.5, -2.5]), 5)       # L / absmax = 1: exact halves
-check_equal("q of [127, 0.5, 1.5, 2.5, -2.5], blocksize 5, 8 bits (halves round to EVEN)", _q3.tolist(), [127, 0, 2, 2, -2])
 passed()
 ### BEGIN HIDDEN TESTS
 # Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
@@ -407,13 +405,6 @@ for _dt in (torch.float16, torch.bfloat16):
     record(f"q of blockwise_absmax_quantize(a {_dt} tensor of 128 values, 64)", _q)
     record(f"absmax of blockwise_absmax_quantize(a {_dt} tensor of 128 values, 64) (float32)", _a)
     _halves.append((_dt, _x))
-_xh = torch.cat([torch.tensor([127.0]), torch.arange(-126, 126) + 0.5])     # L / absmax = 1: exact halves
-_x7 = torch.cat([torch.tensor([7.0]), torch.arange(-7, 6) + 0.5])
-_q, _a = blockwise_absmax_quantize(_xh, 253)
-# clause: halves-even
-record("q of blockwise_absmax_quantize([127, -125.5, ..., 125.5], 253) (halves to even)", _q)
-_q, _a = blockwise_absmax_quantize(_x7, 14, n_bits=4)
-record("q of blockwise_absmax_quantize([7, -6.5, ..., 5.5], 14, n_bits=4) (halves to even)", _q)
 for _bad in [dict(blocksize=5), dict(blocksize=0), dict(blocksize=64, n_bits=9), dict(blocksize=64, n_bits=1)]:
     # clause: blocksize-error, n-bits-range
     record(f"blockwise_absmax_quantize(x of 128 values, {_bad})",
@@ -448,15 +439,17 @@ for _r, _c, _W in _rows:
     _ra = _W.abs().max(1).values
     check_true(torch.equal(torch.round(_W / _ra[:, None] * 127), torch.round(_W * (127 / _ra)[:, None])),
                f"the ({_r}, {_c}) input must not tell x / absmax * L from x * (L / absmax)")
-expect("q of blockwise_absmax_quantize([127, -125.5, ..., 125.5], 253) (halves to even)",
-       bnbF.int8_vectorwise_quant(_xh[None].clone())[0].reshape(-1))
-expect("q of blockwise_absmax_quantize([7, -6.5, ..., 5.5], 14, n_bits=4) (halves to even)",
-       torch.tensor([7, -6, -6, -4, -4, -2, -2, 0, 0, 2, 2, 4, 4, 6], dtype=torch.int8))
+_scaled = [_W * (127 / _W.abs().max(1).values)[:, None] for _r, _c, _W in _rows]   # no graded value half-way between two codes
+for _nb, _bs, _x in _small:
+    _ra = _x.reshape(-1, _bs).abs().max(1).values
+    _scaled.append(_x.reshape(-1, _bs) * torch.where(_ra > 0, (2 ** (_nb - 1) - 1) / _ra, torch.zeros_like(_ra))[:, None])
+_scaled += [_x.float().reshape(-1, 64) * (127 / _x.float().reshape(-1, 64).abs().max(1).values)[:, None] for _dt, _x in _halves]
+check_true(all(bool(((_v.abs() % 1) != 0.5).all()) for _v in _scaled), f"one of the {len(_scaled)} graded inputs lies half-way between two codes")
 for _bad in [dict(blocksize=5), dict(blocksize=0), dict(blocksize=64, n_bits=9), dict(blocksize=64, n_bits=1)]:
     expect(f"blockwise_absmax_quantize(x of 128 values, {_bad})", "raises ValueError")
 expect("q of blockwise_absmax_quantize([1e-9, -4e-10, 3, -1], 2) (absmax 1e-9 is not 0: scale L / absmax)",
        torch.tensor([127, -51, 127, -42], dtype=torch.int8))     # round(x / absmax * 127) in float64: 127, -50.8, 127, -42.3
-del _rows, _small, _halves, _xh, _x7, _tiny
+del _rows, _small, _halves, _scaled, _tiny
 ### END REFERENCE
 ### END HIDDEN TESTS
 
@@ -955,83 +948,6 @@ if "nf4" in RESULTS:
           f"memory {(RESULTS['nf4+DQ']['bytes'] - RESULTS['nf4']['bytes']) / MiB:+.1f} MiB")
 
 # %% [markdown]
-# ### Exercise 5 — what a format costs: bits per weight, scales included (2 points)
-#
-# A block format stores, for every block of $B$ weights, $B$ codes of $b$ bits each **and** a few numbers
-# of its own (an absmax, or a scale and a minimum). With double quantization those per-block numbers are
-# themselves quantized, and one more float32 (32 bits) is stored for every group of $G$ blocks. So
-#
-# $$\text{bits per weight} = b + \frac{\sum \text{bits of the numbers stored per block}}{B}
-# + \frac{32}{B\,G}\ (\text{only with double quantization}).$$
-#
-# Write `bits_per_weight(code_bits, blocksize, block_bits, dq_blocksize=None)`: `code_bits` $= b$,
-# `blocksize` $= B$, `block_bits` the list of the bit widths of the numbers stored once per block (`[32]`
-# for `bitsandbytes`' float32 absmax, `[16, 16]` for Q4_1's $d$ and $m$, `[8]` for an absmax quantized to
-# 8 bits, `[]` for none), `dq_blocksize` $= G$ or `None` (no double quantization: no extra term). It
-# returns the bits per weight of the formula above. <!-- clause: value -->
-# The result is a Python float. <!-- clause: returns-float -->
-# Raise `ValueError` if `code_bits` or `blocksize` is below 1, or if `dq_blocksize` is given
-# and below 1. <!-- clause: bad-args -->
-# For example NF4 as `bitsandbytes` stores it is `bits_per_weight(4, 64, [32])` = 4.5, and
-# with double quantization `bits_per_weight(4, 64, [8], 256)` ≈ 4.127 (the QLoRA arithmetic above).
-
-# %% nbgrader={"grade": false, "grade_id": "ex5_bits", "locked": false, "schema_version": 3, "solution": true, "task": false}
-def bits_per_weight(code_bits, blocksize, block_bits, dq_blocksize=None):
-    """Storage of a block quantization format in bits per weight, scales included (Book §6.5, §6.6).
-
-    code_bits: bits of one weight's code (>= 1); blocksize: weights per block (>= 1);
-    block_bits: bit widths of the numbers stored once per block (e.g. [32], [16, 16], [8], []);
-    dq_blocksize: None, or (double quantization) the number of blocks (>= 1) that share one extra float32.
-    Returns the float code_bits + sum(block_bits) / blocksize (+ 32 / (blocksize * dq_blocksize) with dq_blocksize).
-    Raises ValueError if code_bits < 1, blocksize < 1, or dq_blocksize is not None and < 1.
-    """
-    ### BEGIN SOLUTION
-    if code_bits < 1 or blocksize < 1 or (dq_blocksize is not None and dq_blocksize < 1):
-        raise ValueError(f"code_bits, blocksize and dq_blocksize must be >= 1, got {code_bits}, {blocksize}, {dq_blocksize}")
-    bits = code_bits + sum(block_bits) / blocksize
-    if dq_blocksize is not None:
-        bits += 32 / (blocksize * dq_blocksize)
-    return float(bits)
-    ### END SOLUTION
-
-
-# %% nbgrader={"grade": true, "grade_id": "test_ex5_bits", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-from course_utils.grading import check_close, check_equal, check_true, outcome, msg, passed
-
-_b = bits_per_weight(4, 64, [32])
-check_true(isinstance(_b, float), msg("bits_per_weight must return a Python float, got {kind}.", kind=type(_b).__name__))
-check_close("bits_per_weight(4, 64, [32]): NF4 with a float32 absmax per 64 weights", _b, 4.5, atol=1e-12)
-check_close("bits_per_weight(4, 32, [16, 16]): GGUF Q4_1 (float16 d and m per 32 weights)", bits_per_weight(4, 32, [16, 16]), 5.0, atol=1e-12)
-check_close("bits_per_weight(4, 64, [8], 256): NF4 with double quantization", bits_per_weight(4, 64, [8], 256), 4 + 8 / 64 + 32 / (64 * 256), atol=1e-12)
-check_close("bits_per_weight(4, 64, []): no number stored per block", bits_per_weight(4, 64, []), 4.0, atol=1e-12)
-check_equal("bits_per_weight(4, 0, [32]) (blocksize below 1: must raise ValueError)", outcome(bits_per_weight, 4, 0, [32]), "raises ValueError")
-passed()
-### BEGIN HIDDEN TESTS
-# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
-from course_utils.grading import outcome, record
-record("module of bits_per_weight (it must be defined in this notebook)", bits_per_weight.__module__)  # clause: defined-here
-_bpw_cases = [(4, 64, [32], None), (4, 32, [16], None), (4, 128, [16, 16], None), (8, 576, [32], None), (8, 1, [32], None),
-              (4, 64, [8], 256), (4, 32, [8, 8], 128), (3, 16, [16], 1), (2, 7, [16, 16, 8], None), (5, 1, [], 3), (1, 1, [], None)]
-for _cb, _bs, _bb, _g in _bpw_cases:
-    _r = bits_per_weight(_cb, _bs, list(_bb), _g)
-    record(f"type of bits_per_weight({_cb}, {_bs}, {_bb}, {_g}) (a Python float)", type(_r).__name__)  # clause: returns-float
-    record(f"bits_per_weight({_cb}, {_bs}, {_bb}, {_g})", _r, atol=1e-9, dtype=False)  # clause: value
-for _bad in [(0, 64, [32], None), (4, 0, [32], None), (4, -8, [32], None), (4, 64, [8], 0), (-1, 64, [8], 256)]:
-    # clause: bad-args
-    record(f"bits_per_weight{_bad} (code_bits, blocksize and a given dq_blocksize must be >= 1)", outcome(bits_per_weight, *_bad))
-### BEGIN REFERENCE
-from course_utils.grading import expect
-for _cb, _bs, _bb, _g in _bpw_cases:
-    _ref = _cb + sum(_bb) / _bs + (32 / (_bs * _g) if _g is not None else 0.0)
-    expect(f"type of bits_per_weight({_cb}, {_bs}, {_bb}, {_g}) (a Python float)", "float")
-    expect(f"bits_per_weight({_cb}, {_bs}, {_bb}, {_g})", float(_ref), atol=1e-9, dtype=False)
-for _bad in [(0, 64, [32], None), (4, 0, [32], None), (4, -8, [32], None), (4, 64, [8], 0), (-1, 64, [8], 256)]:
-    expect(f"bits_per_weight{_bad} (code_bits, blocksize and a given dq_blocksize must be >= 1)", "raises ValueError")
-del _bpw_cases
-### END REFERENCE
-### END HIDDEN TESTS
-
-# %% [markdown]
 # ### NF4 against the uniform grids, at equal bits per weight
 #
 # Section 4 compared NF4 with the symmetric INT4 grid on the same blocks. A fair comparison gives each
@@ -1318,6 +1234,7 @@ def sync():
 N_NEW = 8 if CI_MODE else 32
 GEN_ROUNDS = 3 if CI_MODE else 6
 gen_times = {name: [] for name in loaded}
+STEP_NF4 = None
 if loaded:
     prompt = ids[:, :24].to(RUN_DEVICE)
     gen_kw = dict(max_new_tokens=N_NEW, min_new_tokens=N_NEW, do_sample=False)
@@ -1341,14 +1258,15 @@ if loaded:
               f"{g:5.2f}x [95% t CI {lo:.2f}, {hi:.2f}] | first {same:2d} of {N_NEW} tokens as fp32's")
     print("\nnf4's continuation:", repr(tok.decode(new_tokens["nf4"])[:70]))
     model.to("cpu")
+    STEP_NF4 = loaded["nf4"] if RUN_DEVICE == "cpu" else None     # kept for section 8's decoding step (on a CPU)
     del loaded
     loaded = {}
 
 
 # %% [markdown]
 # **What this CPU shows** (the committed run: the offline SmolLM2 stand-in, SmolLM2-135M-Instruct with
-# Q4_1-rounded weights, on a 2-core CPU with AVX512-BF16, torch using 1 thread (section 8 prints it) while other
-# jobs shared the machine; your own run's numbers will differ: read yours).
+# Q4_1-rounded weights, on a 2-core CPU with AVX512-BF16, torch using 2 threads (section 8 prints it); your own
+# run's numbers will differ: read yours).
 #
 # - **Memory.** The book's recipe stores the 210 matrices in 4 bits, yet `get_memory_footprint()` gives
 #   158.8 MiB against 513.1 MiB: 3.23× smaller, not 8× (and not the 4.62× of section 6), because
@@ -1356,11 +1274,13 @@ if loaded:
 #   the RMSNorms in float32. The 4-bit scales, which the footprint leaves out, bring it to 160.6 MiB
 #   (3.20×). FP4 and NF4 take exactly the same memory: same blocks, same scales, a different table of
 #   16 values.
-# - **Speed.** On this CPU 4-bit generation took **less** time than fp32: the book's config a median
-#   5.945 s for 32 tokens against 8.478 s, 0.72× the time [95 % t interval 0.67, 0.78]; nf4 0.71×
-#   [0.65, 0.77]. bf16 took 0.93× [0.85, 1.02]: no difference from fp32 outside the interval. Neither
-#   follows the bytes: 3.20× fewer bytes took 0.72× the time, half the bytes gave no measurable gain.
-#   Section 8 measures where the time of a product goes.
+# - **Speed.** On this CPU the book's 4-bit config took **less** time than fp32: a median 1.286 s for 32
+#   tokens against 1.987 s, 0.64× the time [95 % t interval 0.62, 0.66]. nf4, the same storage with another
+#   table of 16 values, took a median 1.295 s, but its ratio to fp32 varied from round to round: 0.74×
+#   [0.50, 1.10], an interval that contains 1, so this run does not tell its speed from fp32's (section 8
+#   times nf4's decoding steps more precisely). bf16 took 0.69× [0.66, 0.72]. The time does not follow
+#   the bytes: 3.20× fewer bytes took 0.64× the time, half the bytes 0.69×. Section 8 measures where the
+#   time of a product, and of a decoding step, goes.
 # - **Output.** Greedy decoding follows fp32 for the first 10 of 32 tokens in bf16, and only the first
 #   4 (book config) or 5 (nf4) in 4 bits: the 4-bit rounding changes the text early, in line with the
 #   nf4 perplexity increase of section 6.
@@ -1379,16 +1299,18 @@ if loaded:
 #   matters wherever the weights are, and decoding is a cost, not a gain.
 #
 # The sweep below tests them, one factor at a time: the same 576 × 1536 matrix shape (SmolLM2's
-# `up_proj`), either **1 matrix** (3.4 MiB in fp32: called in a loop it stays in the last-level cache) or
-# **the model's 30 `up_proj` matrices** called in turn (101 MiB in fp32, more than the cache: each product
-# reads its weights from memory, as a decoding step of the whole model does); batches of 1, 4, 16 and 64
-# rows; four ways to store the weights: **fp32**, **bf16**, **NF4 in a real `bnb.nn.Linear4bit`** (on a CPU
+# `up_proj`), either **1 matrix** (3.4 MiB in fp32: called in a loop it stays in the last-level cache),
+# **the model's 30 `up_proj` matrices** called in turn (101 MiB in fp32, more than the cache: each fp32
+# product reads its weights from memory, as a decoding step of the whole model does; in NF4 the 30 take
+# 14.2 MiB, which fits in the cache), or, at batch 1 only, **210 matrices**: the 30 stored 7 times over,
+# each copy in its own memory, so that even in NF4 they take 99.7 MiB, about three times the cache, and
+# every format reads its weights from memory; batches of 1, 4, 16 and 64 rows; four ways to store the weights: **fp32**, **bf16**, **NF4 in a real `bnb.nn.Linear4bit`** (on a CPU
 # with the AVX512-BF16 instructions `bitsandbytes` 0.50 repacks it at the first call and runs a fused
 # kernel that decodes the codes while it multiplies, in bf16) and **NF4 decoded to a float32 matrix at
 # every call, then an fp32 matmul** (`dequantize_4bit`, then `F.linear`: a 4-bit layer without a fused
 # kernel). Every cell is measured once per round, in an order rotated each round; the ratio to fp32 is
 # the geometric mean of the per-round ratios with a 95 % t interval (`ratio_ci`). The cell prints the
-# number of threads torch used and the cache size it read from `/sys`.
+# number of threads torch used, the cache size it read from `/sys`, and the weights of each arm in MiB.
 #
 # > Quoted, not measured here (single runs on machines this notebook cannot rerun, no repetitions):
 # > Book §6.5 prints 0.64 s for one FP32 generation on its GPU and 1.06 s in 4 bits; the course's design
@@ -1438,7 +1360,9 @@ SWEEP_FORMATS = {   # name: (one layer from a weight matrix, the dtype its input
 }
 BATCHES = (1, 4, 16, 64)
 UP = [W_FP32[f"{i}.mlp.up_proj"] for i in range(model.config.num_hidden_layers)]   # SmolLM2's 30 up_proj (576 -> 1536)
-SIZES = {"1 matrix": 1, f"{len(UP)} matrices": len(UP)}    # the same 576 x 1536 shape: in the cache, and beyond it
+COPIES = 7                                                 # the 30 matrices stored 7 times: 210 matrices, each its own memory
+SIZES = {"1 matrix": (1, BATCHES), f"{len(UP)} matrices": (len(UP), BATCHES),   # in the cache, beyond it for fp32 and bf16,
+         f"{COPIES * len(UP)} matrices": (COPIES * len(UP), (1,))}             # beyond it for every format (batch 1 only)
 
 
 PRODUCTS = {1: 60, 4: 40, 16: 20, 64: 10}   # matrix products per measurement of one matrix (fewer as the batch grows)
@@ -1446,12 +1370,12 @@ PRODUCTS = {1: 60, 4: 40, 16: 20, 64: 10}   # matrix products per measurement of
 
 def sweep_round(stacks, r, scale=1.0):
     """One measurement of every (size, batch, format) cell, in an order rotated each round: seconds per matrix."""
-    cells = [(sz, b, f) for sz in SIZES for b in BATCHES for f in SWEEP_FORMATS]
+    cells = [(sz, b, f) for sz, (_, bs) in SIZES.items() for b in bs for f in SWEEP_FORMATS]
     out = {}
     with torch.no_grad():
         for sz, b, f in cells[r % len(cells):] + cells[:r % len(cells)]:
-            k, x = SIZES[sz], XS[b].to(SWEEP_FORMATS[f][1])
-            n = max(1, round(scale * PRODUCTS[b] / k))         # 30 matrices: each matrix once or twice per measurement
+            k, x = SIZES[sz][0], XS[b].to(SWEEP_FORMATS[f][1])
+            n = max(1, round(scale * PRODUCTS[b] / k))         # 30 or 210 matrices: each matrix once or twice per measurement
             t0 = time.perf_counter()
             for _ in range(n):
                 for lay in stacks[f][:k]:
@@ -1468,7 +1392,7 @@ else:
     XS = {b: torch.randn(b, 576, generator=torch.Generator().manual_seed(b)) for b in BATCHES}
     with contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        stacks = {f: [make(w) for w in UP] for f, (make, _) in SWEEP_FORMATS.items()}
+        stacks = {f: [make(w) for w in UP * COPIES] for f, (make, _) in SWEEP_FORMATS.items()}   # copies: separate memory
         sweep_round(stacks, 0, 0.1)                                # warm-up (and bnb's one-time repacking)
         for r in tqdm(range(SWEEP_ROUNDS), desc="sweep rounds", file=sys.stdout):
             for key, t in sweep_round(stacks, r).items():
@@ -1479,54 +1403,291 @@ else:
     print(f"torch threads: {torch.get_num_threads()} | last-level cache (/sys): {llc / MiB if llc else float('nan'):.0f} MiB | "
           f"AVX512-BF16: {bool(bnbF.has_avx512bf16())} | nf4 repacked for the fused CPU kernel: "
           f"{bool(getattr(stacks['nf4 fused (Linear4bit)'][0].weight.quant_state, 'packing_format_for_cpu', False))}")
-    for sz, k in SIZES.items():
-        print(f"{sz}: weights " + ", ".join(f"{f.split(' ')[0]} {k * v:.1f} MiB" for f, v in mat_mib.items()))
+    for sz, (k, _) in SIZES.items():
+        print(f"{sz}: weights " + ", ".join(f"{f.split(' ')[0]} {k * v:.1f} MiB" for f, v in mat_mib.items())
+              + (f" (nf4: {k * mat_mib['nf4 fused (Linear4bit)'] * MiB / llc:.1f}x the cache)" if llc else ""))
     print(f"\nmicroseconds per 576 x 1536 matrix (median of {SWEEP_ROUNDS} rounds) and time / fp32 in the same round "
           f"(geometric mean, 95% t CI over rounds)")
-    print(f"{'weights':12s}{'batch':>6s} | {'fp32':>7s} | " + " | ".join(f"{f:>31s}" for f in list(SWEEP_FORMATS)[1:]))
-    for sz in SIZES:
-        for b in BATCHES:
+    print(f"{'weights':13s}{'batch':>6s} | {'fp32':>7s} | " + " | ".join(f"{f:>31s}" for f in list(SWEEP_FORMATS)[1:]))
+    for sz, (_, bs) in SIZES.items():
+        for b in bs:
             ref = sweep[(sz, b, "fp32")]
             cols = []
             for f in list(SWEEP_FORMATS)[1:]:
                 g, lo, hi = ratio_ci(sweep[(sz, b, f)], ref)
                 cols.append(f"{1e6 * np.median(sweep[(sz, b, f)]):6.0f} us {g:5.2f}x [{lo:4.2f}, {hi:4.2f}]")
-            print(f"{sz:12s}{b:>6d} | {1e6 * np.median(ref):4.0f} us | " + " | ".join(f"{c:>31s}" for c in cols))
-    print(f"\nsame format and batch, {len(UP)} matrices against 1 (time per matrix, paired by round; same arithmetic, "
-          f"more bytes than the cache holds):")
-    for f in SWEEP_FORMATS:
-        print(f"{f:30s} " + " | ".join(
-            "batch {:2d} {:4.2f}x [{:4.2f}, {:4.2f}]".format(b, *ratio_ci(sweep[(f'{len(UP)} matrices', b, f)], sweep[('1 matrix', b, f)]))
-            for b in BATCHES))
+            print(f"{sz:13s}{b:>6d} | {1e6 * np.median(ref):4.0f} us | " + " | ".join(f"{c:>31s}" for c in cols))
+    for sz, (k, bs) in list(SIZES.items())[1:]:
+        print(f"\nsame format and batch, {sz} against 1 (time per matrix, paired by round; same arithmetic, more bytes):")
+        for f in SWEEP_FORMATS:
+            print(f"{f:30s} " + " | ".join(
+                "batch {:2d} {:4.2f}x [{:4.2f}, {:4.2f}]".format(b, *ratio_ci(sweep[(sz, b, f)], sweep[('1 matrix', b, f)]))
+                for b in bs))
     del stacks
 
 # %% [markdown]
-# **Observe** (the committed run: torch with 1 thread, a 32 MiB last-level cache, other jobs sharing the
-# machine). One explanation fits this table: **at batch 1, time follows the bytes read only when the
-# weights do not fit in the cache; with the weights in the cache, decoding is arithmetic that 4 bits do
-# not save.**
+# ### Exercise 5 — the bytes of weights one decoding step reads (2 points)
 #
-# - **Beyond the cache, bytes.** The same fp32 products took 4.04× as long per matrix [95 % t interval
-#   3.33, 4.89] when the 30 matrices (101.2 MiB) replaced the one that stays in the cache: same
-#   arithmetic, so at batch 1 the fp32 product waits for memory. There NF4 in `Linear4bit` took 0.25× the
-#   fp32 time [0.21, 0.29] (its 14.2 MiB fit in the cache: 0.94× [0.71, 1.25] of its own one-matrix time),
-#   bf16 (50.6 MiB) 0.79× [0.68, 0.91], and even decoding the whole matrix at every call, then an fp32
-#   matmul, 0.73× [0.64, 0.84].
-# - **In the cache, arithmetic.** With one matrix at batch 1, NF4 in `Linear4bit` took 1.06× fp32's time
-#   [0.84, 1.34] and bf16 1.24× [0.99, 1.56]: no gain from fewer bytes; decoding the matrix at every call
-#   cost 2.86× [2.39, 3.43].
-# - **The batch removes the memory wait.** fp32's penalty for leaving the cache fell from 4.04× at batch 1
-#   to 2.25× [1.98, 2.56] at 4, 1.62× [1.50, 1.74] at 16 and 1.02× [0.93, 1.11] at 64, where each weight
-#   read serves 64 rows. At batch 64 bf16 (0.52× [0.48, 0.56]) and the fused NF4 kernel (0.61× [0.56,
-#   0.67]) were faster than fp32 in or beyond the cache alike — both multiply in bf16 — and decoding then
-#   multiplying in fp32 was slower (1.11× [1.04, 1.18]): there 4 bits only add work.
-# - **The whole model.** SmolLM2's matrices (513.1 MiB in fp32 with the embedding, section 6) are far
-#   beyond the cache, so a decoding step is in the first regime; yet the 4-bit model took 0.72× fp32's
-#   time (section 7), not about 0.25×. The sweep times the matrices only: the rest of a generation step,
-#   which 4 bits do not shrink, is not measured here, and the table cannot say what it is.
+# At batch 1 a decoding step multiplies the new token's vector by every matrix of the model once: the
+# block matrices and the output head. It reads the bytes of every matrix at every step, and those bytes
+# are what 4 bits shrink; the sweep above shows when that saves time. The cell after this exercise uses
+# your function to set the bytes a step reads beside its measured time.
 #
-# One thread, one CPU: with more threads the arithmetic gets faster and the balance can move. Measure the
-# thing you care about, where you care about it.
+# Write `step_weight_bytes(m)`: the bytes of weights that one decoding step of the model `m` reads. For
+# every `nn.Linear` module of `m` (a `bnb.nn.Linear4bit` is one, and so is the output head `lm_head`),
+# count the bytes of its `weight` as stored, `weight.numel() * weight.element_size()` (a 4-bit weight is
+# stored packed, two codes per `uint8`), plus those of its `bias` when it has one. <!-- clause: value -->
+# For a 4-bit layer, add the scales that `weight.quant_state` keeps outside the parameters: the bytes of
+# `quant_state.absmax`, and with double quantization (`quant_state.nested` is true) also those of
+# `quant_state.state2.absmax` and `quant_state.state2.code`; leave out the other small constants of the
+# quant state. <!-- clause: scales -->
+# Count nothing for an `nn.Embedding`: a step looks up one row of it. When the head is tied to the
+# embedding, as in SmolLM2, the step reads that matrix once, through the head, and it counts once. <!-- clause: embedding -->
+# Return a Python `int`. <!-- clause: returns-int -->
+
+# %% nbgrader={"grade": false, "grade_id": "ex5_step_bytes", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def step_weight_bytes(m):
+    """Bytes of weights one decoding step of the model m reads (batch 1: every matrix once).
+
+    Every nn.Linear module of m (bnb.nn.Linear4bit included, the head lm_head included): its weight as
+    stored (numel() * element_size()) and its bias if any; for a 4-bit layer also quant_state.absmax and,
+    with double quantization (quant_state.nested), quant_state.state2.absmax and quant_state.state2.code.
+    nn.Embedding modules count nothing (a tied head counts its matrix once). Returns a Python int.
+    """
+    ### BEGIN SOLUTION
+    total = 0
+    for mod in m.modules():
+        if not isinstance(mod, nn.Linear):
+            continue
+        total += mod.weight.numel() * mod.weight.element_size()
+        if mod.bias is not None:
+            total += mod.bias.numel() * mod.bias.element_size()
+        qs = getattr(mod.weight, "quant_state", None)
+        if qs is not None:
+            total += qs.absmax.numel() * qs.absmax.element_size()
+            if qs.nested:
+                total += qs.state2.absmax.numel() * qs.state2.absmax.element_size()
+                total += qs.state2.code.numel() * qs.state2.code.element_size()
+    return int(total)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_ex5_step_bytes", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+from course_utils.grading import check_equal, check_true, msg, passed
+
+
+def _nf4_linear(n_in, n_out, bias, double_quant, seed):
+    """A real bnb.nn.Linear4bit (NF4, blocks of 64), quantized on the CPU, with its float32 weights drawn from seed."""
+    with contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lay = bnb.nn.Linear4bit(n_in, n_out, bias=bias, quant_type="nf4", compress_statistics=double_quant)
+        _w = torch.randn(n_out, n_in, generator=torch.Generator().manual_seed(seed))
+        lay.weight = bnb.nn.Params4bit(_w, requires_grad=False, quant_type="nf4", compress_statistics=double_quant)
+        return lay.to("cpu")
+
+
+_m = nn.Sequential(nn.Embedding(10, 8), nn.Linear(8, 4), nn.ReLU(), nn.Linear(4, 6, bias=False))
+_b = step_weight_bytes(_m)
+check_true(isinstance(_b, int), msg("step_weight_bytes must return a Python int, got {kind}.", kind=type(_b).__name__))
+check_equal("step_weight_bytes(Embedding(10, 8), Linear(8, 4), ReLU, Linear(4, 6, bias=False)) in float32: "
+            "(4*8 + 4 + 6*4) * 4 bytes, the embedding not counted", _b, (4 * 8 + 4 + 6 * 4) * 4)
+check_equal("the same model in bfloat16 (2 bytes per value)", step_weight_bytes(copy.deepcopy(_m).to(torch.bfloat16)), (4 * 8 + 4 + 6 * 4) * 2)
+check_equal("a Linear4bit(128 -> 64), NF4, no bias: 64*128/2 packed bytes + 128 float32 absmax",
+            step_weight_bytes(_nf4_linear(128, 64, False, False, 0)), 64 * 128 // 2 + 128 * 4)
+passed()
+### BEGIN HIDDEN TESTS
+# Records only: the autograder compares them, outside this kernel, with the instructor's run (course_utils/records.py)
+from course_utils.grading import record
+record("module of step_weight_bytes (it must be defined in this notebook)", step_weight_bytes.__module__)  # clause: defined-here
+
+
+class _TiedLM(nn.Module):
+    """An embedding, one block matrix, a head tied to the embedding (SmolLM2's layout, tiny)."""
+
+    def __init__(self, vocab, d):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d)
+        self.block = nn.Linear(d, d)
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+        self.lm_head.weight = self.embed.weight
+
+
+_swb_cases = {
+    "Embedding(50, 16), Linear(16, 32), ReLU, Linear(32, 8, bias=False), float32":
+        nn.Sequential(nn.Embedding(50, 16), nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 8, bias=False)),
+    "Linear(24, 40), Embedding(7, 24), float16": nn.Sequential(nn.Linear(24, 40), nn.Embedding(7, 24)).half(),
+    "a head tied to a (64, 16) embedding, a Linear(16, 16) block, float32": _TiedLM(64, 16),
+    "the same tied model in bfloat16": _TiedLM(64, 16).to(torch.bfloat16),
+    "Linear4bit(128 -> 64) NF4 with a float32 bias": _nf4_linear(128, 64, True, False, 1),
+    "Linear4bit(256 -> 256) NF4 with double quantization": _nf4_linear(256, 256, False, True, 2),
+    "Linear4bit(576 -> 192) NF4 double quant, then a bfloat16 Linear(192, 10)":
+        nn.Sequential(_nf4_linear(576, 192, False, True, 3), nn.Linear(192, 10).to(torch.bfloat16)),
+    "SmolLM2 (this notebook's float32 model)": model,
+}
+for _name, _mod in _swb_cases.items():
+    _r = step_weight_bytes(_mod)
+    record(f"type of step_weight_bytes({_name}) (a Python int)", type(_r).__name__)  # clause: returns-int
+    # clause: value, scales, embedding
+    record(f"step_weight_bytes({_name})", _r, dtype=False)
+### BEGIN REFERENCE
+from course_utils.grading import expect
+_V = model.config.vocab_size
+_expected = {   # closed forms from the shapes: weight + bias values x bytes per value; 4-bit: n/2 packed + scales
+    "Embedding(50, 16), Linear(16, 32), ReLU, Linear(32, 8, bias=False), float32": (32 * 16 + 32 + 8 * 32) * 4,
+    "Linear(24, 40), Embedding(7, 24), float16": (40 * 24 + 40) * 2,
+    "a head tied to a (64, 16) embedding, a Linear(16, 16) block, float32": (16 * 16 + 16 + 64 * 16) * 4,
+    "the same tied model in bfloat16": (16 * 16 + 16 + 64 * 16) * 2,
+    "Linear4bit(128 -> 64) NF4 with a float32 bias": 64 * 128 // 2 + 64 * 128 // 64 * 4 + 64 * 4,
+    # double quantization: absmax in uint8 (one per 64 weights), one float32 per 256 absmax, a 256-value float32 code
+    "Linear4bit(256 -> 256) NF4 with double quantization": 256 * 256 // 2 + 256 * 256 // 64 + 256 * 256 // 64 // 256 * 4 + 256 * 4,
+    "Linear4bit(576 -> 192) NF4 double quant, then a bfloat16 Linear(192, 10)":
+        576 * 192 // 2 + 576 * 192 // 64 + math.ceil(576 * 192 / 64 / 256) * 4 + 256 * 4 + (10 * 192 + 10) * 2,
+    "SmolLM2 (this notebook's float32 model)": (n_lin + _V * model.config.hidden_size) * 4,
+}
+for _name in _swb_cases:
+    expect(f"type of step_weight_bytes({_name}) (a Python int)", "int")
+    expect(f"step_weight_bytes({_name})", _expected[_name], dtype=False)
+del _expected
+### END REFERENCE
+del _swb_cases
+### END HIDDEN TESTS
+
+
+# %% [markdown]
+# ### One decoding step of the whole model, split
+#
+# The sweep timed block matrices alone. A decoding step of SmolLM2 also multiplies by the **output head**
+# (`lm_head`, 576 → 49,152: the embedding matrix, tied to it), which the 4-bit load of section 7 leaves in
+# float32, so both models read it at every step; and it does **the rest** — attention over the cache,
+# RMSNorms, the MLP's activation, the framework's own work — where no weight matrix is read. The cell
+# below times decoding steps (one forward of one new token with the cache, as `generate` does after the
+# prompt) of the fp32 model and of section 7's nf4 model, and splits each step with forward hooks: time
+# inside the 210 block matrices, inside the head, and the rest (the step minus both; the hooks' own cost,
+# two Python calls per matrix, falls in the rest). Each round runs both
+# models, in an order rotated each round, for the same steps after the same 24-token prompt. A share is
+# the mean over rounds of the per-round share (95 % t interval, `mean_ci`); nf4 / fp32 is the geometric
+# mean of the per-round ratios (`ratio_ci`). Beside them, the bytes of weights a step reads
+# (`step_weight_bytes`, Exercise 5).
+
+# %% nbgrader={"grade": false, "grade_id": "step_split", "locked": true, "schema_version": 3, "solution": false, "task": false}
+def split_step_hooks(m):
+    """Forward hooks adding the time spent inside m's block matrices and inside its head (seconds)."""
+    spent, start, handles = {"matrices": 0.0, "head": 0.0}, {}, []
+    parts = [(mod, "matrices") for mod in m.model.layers.modules() if isinstance(mod, nn.Linear)] + [(m.lm_head, "head")]
+    for i, (mod, part) in enumerate(parts):
+        def pre(_mod, _args, i=i):
+            start[i] = time.perf_counter()
+
+        def post(_mod, _args, _out, i=i, part=part):
+            spent[part] += time.perf_counter() - start[i]
+        handles += [mod.register_forward_pre_hook(pre), mod.register_forward_hook(post)]
+    return spent, handles
+
+
+@torch.no_grad()
+def decode_steps(m, spent, prompt_ids, n):
+    """Mean seconds per decoding step over n steps after the prompt: (whole step, block matrices, head)."""
+    out = m(prompt_ids, use_cache=True)                     # the prompt: not timed
+    past, nxt = out.past_key_values, out.logits[:, -1:].argmax(-1)
+    spent.update(matrices=0.0, head=0.0)
+    total = 0.0
+    for _ in range(n):
+        t0 = time.perf_counter()
+        out = m(nxt, past_key_values=past, use_cache=True)
+        total += time.perf_counter() - t0
+        past, nxt = out.past_key_values, out.logits[:, -1:].argmax(-1)
+    return total / n, spent["matrices"] / n, spent["head"] / n
+
+
+if GRADING:
+    print("skipped while autograding")
+else:
+    if STEP_NF4 is None:                                    # section 7 ran on a GPU: the same nf4 recipe, on the CPU
+        with contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            STEP_NF4 = AutoModelForCausalLM.from_pretrained(RECIPE_PATH, device_map="cpu", attn_implementation=model.config._attn_implementation,
+                                                            **RECIPES["nf4"]).eval()
+    STEP_MODELS = {"fp32": model.to("cpu"), "nf4": STEP_NF4}
+    STEPS, STEP_ROUNDS = (4, 3) if CI_MODE else (12, 8)
+    step_prompt = ids[:, :24]
+    parts = {name: dict(step=[], matrices=[], head=[], rest=[]) for name in STEP_MODELS}
+    hooks = {name: split_step_hooks(m) for name, m in STEP_MODELS.items()}
+    with contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name, m in STEP_MODELS.items():
+            decode_steps(m, hooks[name][0], step_prompt, 2)       # warm-up
+        names = list(STEP_MODELS)
+        for r in tqdm(range(STEP_ROUNDS), desc="step rounds", file=sys.stdout):
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                st, mt, hd = decode_steps(STEP_MODELS[name], hooks[name][0], step_prompt, STEPS)
+                for key, v in (("step", st), ("matrices", mt), ("head", hd), ("rest", st - mt - hd)):
+                    parts[name][key].append(v)
+    for _, handles in hooks.values():
+        for h in handles:
+            h.remove()
+    print(f"decoding steps after a {step_prompt.shape[1]}-token prompt: {STEPS} steps x {STEP_ROUNDS} rounds, "
+          f"torch threads {torch.get_num_threads()}")
+    print(f"{'model':6s}{'head weight':>14s} | {'weights a step reads (Ex. 5)':>34s} | {'step':>9s} | "
+          + " | ".join(f"{k + ' ms, share of the step [95% t CI]':>40s}" for k in ("block matrices", "head", "rest")))
+    for name, m in STEP_MODELS.items():
+        p, nb = parts[name], step_weight_bytes(m)
+        cols = []
+        for k in ("matrices", "head", "rest"):
+            sh = mean_ci(np.array(p[k]) / np.array(p["step"]))
+            cols.append(f"{1e3 * np.median(p[k]):7.1f} ms {100 * sh[0]:5.1f} % [{100 * sh[1]:5.1f}, {100 * sh[2]:5.1f}]")
+        hb = step_weight_bytes(m.lm_head)
+        print(f"{name:6s}{str(m.lm_head.weight.dtype).replace('torch.', ''):>14s} | {nb / MiB:6.1f} MiB, head {hb / MiB:5.1f} MiB "
+              f"= {100 * hb / nb:4.1f} % | {1e3 * np.median(p['step']):6.1f} ms | "
+              + " | ".join(f"{c:>40s}" for c in cols))
+    print("\nnf4 / fp32, paired by round (geometric mean, 95% t CI): " + " | ".join(
+        "{} {:.2f}x [{:.2f}, {:.2f}]".format(k if k != "matrices" else "block matrices", *ratio_ci(parts["nf4"][k], parts["fp32"][k]))
+        for k in ("step", "matrices", "head", "rest")))
+    _qs = STEP_NF4.model.layers[0].mlp.up_proj.weight.quant_state
+    print(f"bytes of weights a step reads, nf4 / fp32: {step_weight_bytes(STEP_NF4) / step_weight_bytes(model):.2f} "
+          f"(nf4's 4-bit layers as its steps read them, after bnb's CPU repacking: absmax in "
+          f"{str(_qs.absmax.dtype).replace('torch.', '')}, double quantization {'kept' if _qs.nested else 'undone'})")
+    del STEP_MODELS, hooks
+    STEP_NF4 = None
+
+# %% [markdown]
+# **Observe** (the committed run: torch with 2 threads, a 32 MiB last-level cache). One explanation fits
+# these tables: **at batch 1, fp32's time follows the bytes it reads once its weights leave the cache; the
+# fused NF4 kernel's time hardly does; and a decoding step of the whole model gains less than the sweep's
+# matrices, because its head does not shrink, its rest shrinks little and its 4-bit matrices gain less.**
+#
+# - **Beyond the cache, fp32 waits for its bytes.** The same fp32 products took 3.91× as long per matrix
+#   [95 % t interval 3.87, 3.96] when the 30 matrices (101.2 MiB) replaced the one that stays in the cache,
+#   and 4.00× [3.91, 4.09] with the 210 (708.8 MiB): same arithmetic, so at batch 1 the fp32 product waits
+#   for memory. bf16, with half the bytes, lost less: 2.00× [1.95, 2.05] and 1.90× [1.85, 1.95].
+# - **NF4 beyond the cache as well.** The 30 matrices in NF4 (14.2 MiB) fit in the cache; the 210 (99.7
+#   MiB, 3.1× the cache) do not. With the 210, NF4 in `Linear4bit` still took 0.20× fp32's time [0.19,
+#   0.20], as with the 30 (0.21× [0.21, 0.22]), and its own time per matrix grew 1.13× [1.12, 1.15] over
+#   its one-matrix time, against fp32's 4.00×. Keeping NF4 in the cache did not make its gain: with every
+#   format reading from memory, NF4's products took a fifth of fp32's time; bf16 took 0.43× [0.42, 0.45],
+#   and decoding the whole matrix at every call, then an fp32 matmul, 0.51× [0.49, 0.53].
+# - **In the cache, a smaller gain.** With one matrix at batch 1, NF4 in `Linear4bit` took 0.69× fp32's
+#   time [0.68, 0.70] and bf16 0.91× [0.90, 0.92]; decoding the matrix at every call cost 1.96× [1.93, 1.98].
+# - **The batch removes the memory wait.** fp32's penalty for leaving the cache fell from 3.91× at batch 1
+#   to 2.14× [2.11, 2.18] at 4, 1.61× [1.60, 1.63] at 16 and 1.19× [1.14, 1.24] at 64, where each weight
+#   read serves 64 rows. At batch 64 bf16 and the fused NF4 kernel were faster than fp32 in the cache
+#   (0.53× [0.46, 0.62] and 0.66× [0.63, 0.69]) and beyond it (0.47× [0.47, 0.48] and 0.55× [0.52, 0.58]) —
+#   both multiply in bf16 — while decoding then multiplying in fp32 was slower (1.23× [1.18, 1.29] in the
+#   cache, 1.04× [1.02, 1.05] beyond it): there 4 bits only add work.
+# - **The whole model, split.** A decoding step of SmolLM2 took a median 59.2 ms in fp32 and 38.2 ms in
+#   nf4: 0.65× [0.64, 0.66], not about 0.20×. The split shows where the difference is: nf4's 210 block
+#   matrices took 0.46× [0.45, 0.48] of fp32's time in them (17.1 ms against 37.2 ms); the head took the
+#   same time in both, 1.00× [0.99, 1.01] (9.6 and 9.5 ms: float32 in both models, 108.0 MiB read at every
+#   step); the rest took 0.92× [0.90, 0.94] (11.5 and 12.4 ms). In fp32's step the head was 16.1 % [16.0,
+#   16.2] and the rest 21.0 % [20.7, 21.3]; in nf4's, 25.0 % [24.6, 25.4] and 30.0 % [29.5, 30.5]. By bytes
+#   an nf4 step reads 161.8 MiB against 513.0 MiB (0.32), and 66.8 % of them are the head's. So the gap
+#   between the sweep's 0.20× and the step's 0.65× has two parts in this table: the head, which took the
+#   same time, and the rest, which took 0.92×; and the model's 4-bit
+#   matrices, which took 0.46× of fp32's time rather than 0.20×. Those layers differ from the sweep's — other shapes (576 → 192 for `k_proj` and `v_proj`,
+#   for one), and compute in float16 (section 7's table) rather than bf16 — and this notebook does not
+#   separate which of these costs the time.
+#
+# Two threads, one CPU: with another number of threads the arithmetic gets faster or slower and the
+# balance can move. Measure the thing you care about, where you care about it.
 
 # %% [markdown]
 # ## 9. From here to QLoRA: Book §6.7 and §7.3.4
@@ -1633,13 +1794,17 @@ del _g, _W, _x, _x2
 #    weight error grew slightly (0.014004 against 0.013974) and the perplexity change, -0.040 (-0.0013
 #    nats [-0.0045, +0.0020]), is inside its interval. What it bought is memory: the scale overhead went
 #    from 0.500 to 0.127 bit per weight (-4.7 MiB here, 4.83× instead of 4.62×).
-# 3. Faster, on this CPU: the book's recipe generated 32 tokens in a median 5.945 s against 8.478 s for
-#    fp32, 0.72× the time [95 % t interval 0.67, 0.78], nf4 0.71× [0.65, 0.77], both intervals below 1;
-#    bf16 0.93× [0.85, 1.02], no measurable gain. In the sweep, at batch 1 fewer bytes helped only when
-#    the weights did not fit in the cache (fp32 per matrix 4.04× slower beyond it; there NF4 0.25× and
-#    bf16 0.79× of fp32's time); with one matrix in the cache NF4 gained nothing (1.06× [0.84, 1.34]) and
-#    decoding at every call cost 2.86×; at batch 64 the memory wait was gone (1.02×) and decoding then
-#    multiplying in fp32 was slower (1.11×). The book's 0.64 s against 1.06 s (Book §6.5) is one run on
-#    another machine, with no repetition or interval, and a GPU's kernels are not this CPU's: it cannot
-#    tell the two stories apart. Memory is the reliable gain; speed depends on the kernel, the cache and
-#    the batch.
+# 3. Faster, on this CPU: the book's recipe generated 32 tokens in a median 1.286 s against 1.987 s for
+#    fp32, 0.64× the time [95 % t interval 0.62, 0.66], below 1; nf4's ratio, 0.74× [0.50, 1.10], has an
+#    interval that contains 1 in that run, but its decoding steps in section 8 took 0.65× fp32's [0.64,
+#    0.66]; bf16 took 0.69× [0.66, 0.72]. In the sweep, at batch 1 the fp32 product waited for memory
+#    once its weights left the cache (3.91× slower per matrix with 30 matrices, 4.00× with 210), and NF4
+#    took 0.21× fp32's time there and still 0.20× with the 210 matrices, whose 99.7 MiB in NF4 do not fit in
+#    the cache either; with one matrix in the cache NF4 gained less (0.69×) and decoding at every call
+#    cost 1.96×; at batch 64 fp32's penalty for leaving the cache was down to 1.19× and decoding then
+#    multiplying in fp32 was slower (1.04×). The whole step gained less than the sweep's matrices: the
+#    float32 head (16.1 % of fp32's step) took the same time in nf4 (1.00×), the rest (21.0 %) only a
+#    little less (0.92×), and the model's 4-bit matrices took 0.46× of fp32's time, not 0.20×. The book's 0.64 s against
+#    1.06 s (Book §6.5) is one run on another machine, with no repetition or interval, and a GPU's kernels
+#    are not this CPU's: it cannot tell the two stories apart. Memory is the reliable gain; speed depends
+#    on the kernel, the cache, the batch and the parts of a step that 4 bits do not touch.

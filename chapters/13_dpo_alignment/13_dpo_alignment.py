@@ -843,9 +843,6 @@ if N_FAR:
     for q, a in zip(GEN_PROMPTS, far_gen):
         print("Q:", q)
         print("  too far:", a)
-    far_st = answer_stats(generate_text(policy, tok, LEN_PROMPTS, max_new_tokens=MAX_NEW, batch=True))
-    for key in far_st:
-        print(f"{key:16s} reference {fmt_mean(st['reference'][key], 2)}   too far {fmt_mean(far_st[key], 2)}")
 else:
     print("the 'too far' run is skipped in CI mode and under autograding; run the notebook in full mode to see it")
 
@@ -858,8 +855,7 @@ else:
 # log-prob long after the preference is learned, and the generations drift in style, not in content:
 # blue and yellow now make "The perfect blend of blue and yellow. A harmonious union of the two
 # colors." — still no "green" — and the sky answer starts by repeating itself ("The sky's blue. The
-# sky's blue because of a process called Rayleigh scattering."). The mean length 37.88 → 33.46 tokens
-# is within the intervals. This is why β, the learning rate and the number of steps are kept small,
+# sky's blue because of a process called Rayleigh scattering."). This is why β, the learning rate and the number of steps are kept small,
 # and why one watches a held-out margin and the generations rather than the training loss (Book
 # §8.2.2's anchoring).
 
@@ -1601,7 +1597,7 @@ else:
 # **Observe.** (Full mode; the policy is the offline stand-in SmolLM2-135M-Instruct, one training seed, two arms.)
 # The checks first: on the tiny Llama the shared-cache log-probs equal a full forward pass (max |diff|
 # `0.0e+00`), and on a batch where 6 of 12 ratios lie outside [0.8, 1.2], `grpo_loss` gives 0.033053
-# where TRL's `GRPOTrainer.compute_loss` gives 0.033053, and the two gradients differ by at most `4.5e-07` (gradient
+# where TRL's `GRPOTrainer.compute_loss` gives 0.033053, and the two gradients differ by at most `4.8e-07` (gradient
 # norm 2.277; float32 rounding, whose last digit moves between runs). Then the run. Step 1 drew no correct
 # reply in either arm (sampled reward 0.000), so all its advantages are zero and it changes nothing: 5
 # steps train. The clipped fraction of the second update is, step by step, 0.000, 0.291, 0.256, 0.174,

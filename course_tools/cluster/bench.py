@@ -42,7 +42,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--start-slurm", action="store_true", help="start a one-node Slurm for the run (root)")
     args = ap.parse_args(argv)
-    ch = args.chapter
+    out = measure(args.chapter, args.students, args.jobs, args.start_slurm)
+    print(json.dumps(out, indent=1))
+    return 0 if out["gradebooks_equal"] else 1
+
+
+def measure(ch: str, students: int, jobs: int, start_slurm: bool = False) -> dict[str, object]:
+    """The Slurm path against ``llm-course autograde --jobs`` on the same submissions (the module's
+    docstring); the summary as a dict, ``ratio_slurm_over_local`` and where the difference went."""
+    args = argparse.Namespace(chapter=ch, students=students, jobs=jobs, start_slurm=start_slurm)
     for k, v in (("HF_HUB_OFFLINE", "1"), ("LLM_COURSE_OFFLINE", "1"), ("LLM_COURSE_CI", "1")):
         os.environ.setdefault(k, v)
     base = Path(tempfile.mkdtemp(prefix=f"bench-cluster-{ch}-"))
@@ -102,8 +110,13 @@ def main(argv: list[str] | None = None) -> int:
         a = gradebook.dump(classroom.db_url(local), "llm-course", ch)
         b = gradebook.dump(classroom.db_url(remote), "llm-course", ch)
         out["gradebooks_equal"] = a == b and len(a) == args.students
-        print(json.dumps(out, indent=1))
-        return 0 if out["gradebooks_equal"] else 1
+        fixed = [t["task_wall_s"] - t["grading_s"] for t in tasks
+                 if t["task_wall_s"] is not None and t["grading_s"] is not None]
+        # where the difference went: what the tasks did besides grading, and the rest (prepare,
+        # the tasks' start, the merge job and the waits between them)
+        out["difference_s"] = round(out["slurm_s"] - out["local_jobs_s"], 1)
+        out["task_overhead_s"] = round(max(fixed), 1) if fixed else None
+        return out
     finally:
         if cluster is not None:
             localslurm.stop(cluster.folder)

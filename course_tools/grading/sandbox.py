@@ -242,15 +242,18 @@ def hidden_inside_allowed(extra_private: list[Path] | None = None) -> list[Path]
 
 def bwrap_args(workdir: Path, sockdir: Path, home: Path, stage: Path, limits: GradingLimits,
                extra_private: list[Path] | None = None, masked_packages: list[str] | None = None,
-               stub_dir: Path | None = None) -> list[str]:
+               stub_dir: Path | None = None, template: bool = False) -> list[str]:
     """The bubblewrap command line (without the kernel command) for one submission's kernel.
 
     ``stage`` (host) holds ``submission/`` (the pristine copy) and ``home/`` (the home template);
     the launcher copies both into the kernel's tmpfs ``workdir`` and ``home``. ``masked_packages``:
     top-level packages whose files are replaced by a stub raising ``ModuleNotFoundError``.
+    ``template``: the same view for a :class:`ZygoteTemplate`, which stays in the host's PID
+    namespace (the pids it reports are the grader's) and outlives the grader that started it.
     """
-    args = ["bwrap", "--die-with-parent", "--new-session", "--unshare-net", "--unshare-pid", "--unshare-ipc",
-            "--unshare-uts", "--unshare-cgroup-try", "--dev", "/dev", "--proc", "/proc"]
+    args = ["bwrap"] + ([] if template else ["--die-with-parent"]) + ["--new-session", "--unshare-net"]
+    args += ([] if template else ["--unshare-pid"]) + ["--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+                                                       "--dev", "/dev", "--proc", "/proc"]
     sized = bwrap_supports_size() and os.geteuid() != 0
     # /tmp first: a checkout, an environment or a course kept in /tmp is bound below it afterwards
     args += (["--size", str(limits.tmp_mb * (1 << 20))] if sized else []) + ["--perms", "1777", "--tmpfs", "/tmp"]
@@ -337,6 +340,23 @@ def _connectable(path: Path) -> bool:
         return False
 
 
+@lru_cache(maxsize=None)
+def _zygote_source() -> str:
+    return ZYGOTE.read_text()
+
+
+@lru_cache(maxsize=64)
+def _template_key(env: tuple[tuple[str, str], ...], extra_private: tuple[str, ...], masked: tuple[str, ...],
+                  slurm_job: str, references: str) -> str:
+    """The key of a template's environment and view (``references``: what :func:`hidden_inside_allowed` reads)."""
+    import hashlib
+
+    private = [Path(p) for p in extra_private]
+    src = json.dumps([slurm_job, sys.executable, _zygote_source(), list(env), list(extra_private), sorted(masked),
+                      [str(p) for p in allowed_paths()], [str(p) for p in hidden_inside_allowed(private)]])
+    return hashlib.sha256(src.encode()).hexdigest()[:20]
+
+
 class ZygoteTemplate:
     """A pre-imported template process (``zygote.py``) for kernels of one environment and one view.
 
@@ -344,43 +364,45 @@ class ZygoteTemplate:
     packages; in the host's PID namespace, so that the pids it reports are the grader's), the
     seccomp filter and the kernel's environment, as root. Graders share it: it is found by a key of
     all that (and of the interpreter and ``zygote.py``) under :data:`ROOT_SANDBOXES`, where only root
-    can reach its socket, and it exits after ``zygote.IDLE_SECONDS`` without a request."""
+    can reach its socket, and it exits after ``zygote.IDLE_SECONDS`` without a request.
+
+    Making one only computes where it lives; :meth:`start` starts the process where none answers.
+    """
 
     def __init__(self, env: dict[str, str], limits: GradingLimits, extra_private: list[Path], masked: list[str]):
-        parent = Path(ROOT_SANDBOXES)
-        parent.mkdir(mode=0o711, parents=True, exist_ok=True)
+        self._env, self._limits, self._private, self._masked = dict(env), limits, list(extra_private), list(masked)
         # a Slurm job's graders share a template only within the job: Slurm ends what a job started
         # (proctrack), which would take other jobs' kernels, children of the template, with it
-        key_src = json.dumps([os.environ.get("SLURM_JOB_ID", ""), sys.executable, ZYGOTE.read_text(),
-                              sorted(env.items()), [str(p) for p in extra_private],
-                              sorted(masked), [str(p) for p in allowed_paths()],
-                              [str(p) for p in hidden_inside_allowed(extra_private)]])
-        import hashlib
-
-        key = hashlib.sha256(key_src.encode()).hexdigest()[:20]
-        self.base = parent / f"{ZYGOTE_PREFIX}{key}"
+        key = _template_key(tuple(sorted(env.items())), tuple(str(p) for p in extra_private), tuple(masked),
+                            os.environ.get("SLURM_JOB_ID", ""), os.environ.get("LLM_COURSE_REFERENCES", ""))
+        self.base = Path(ROOT_SANDBOXES) / f"{ZYGOTE_PREFIX}{key}"
         self.socket = str(self.base / "ctl" / "zygote.sock")
-        if _connectable(Path(self.socket)):
-            return
+
+    def running(self) -> bool:
+        """Whether its socket is there (it removes it when it ends idle; a crashed one is found on connecting)."""
+        return os.path.exists(self.socket)
+
+    def start(self) -> None:
+        """Start the template unless one answers: one grader starts it, the others wait and use it."""
         import fcntl
 
-        with open(parent / f"{ZYGOTE_PREFIX}{key}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)     # one grader starts it; the others wait and use it
+        parent = Path(ROOT_SANDBOXES)
+        parent.mkdir(mode=0o711, parents=True, exist_ok=True)
+        with open(parent / f"{self.base.name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
             if not _connectable(Path(self.socket)):
-                self._start(env, limits, extra_private, masked)
+                self._start()
 
-    def _start(self, env: dict[str, str], limits: GradingLimits, extra_private: list[Path], masked: list[str]) -> None:
+    def _start(self) -> None:
         shutil.rmtree(self.base, ignore_errors=True)
         for sub in ("ctl", "stage", "work", "stubs"):
             (self.base / sub).mkdir(mode=0o700, parents=True)
         bpf = write_seccomp_filter(self.base / "seccomp.bpf")
-        args = bwrap_args(self.base / "work", self.base / "ctl", KERNEL_HOME, self.base / "stage", limits, extra_private,
-                          masked, self.base / "stubs")
-        args.remove("--unshare-pid")
-        args.remove("--die-with-parent")   # shared by graders: it ends when idle
+        args = bwrap_args(self.base / "work", self.base / "ctl", KERNEL_HOME, self.base / "stage", self._limits,
+                          self._private, self._masked, self.base / "stubs", template=True)
         fd = os.open(bpf, os.O_RDONLY)
         args[1:1] = ["--seccomp", str(fd)]
-        tenv = dict(env)
+        tenv = dict(self._env)
         # what ipykernel sets before any cell runs, where the grader set no backend: matplotlib reads it at import
         tenv.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
         try:
@@ -390,7 +412,8 @@ class ZygoteTemplate:
                                     start_new_session=True)
         finally:
             os.close(fd)
-        _STARTED.append(proc)
+        # reaped when it ends (idle), however long this grader lives
+        threading.Thread(target=proc.wait, name="template-reaper", daemon=True).start()
         ready, _, _ = select.select([proc.stdout], [], [], 180)
         line = proc.stdout.readline() if ready else b""
         proc.stdout.close()
@@ -402,9 +425,6 @@ class ZygoteTemplate:
             if proc.poll() is None:
                 proc.kill()
             raise RuntimeError(f"the kernel template did not start: {line.decode(errors='replace').strip()[:300]}")
-
-
-_STARTED: list[subprocess.Popen] = []   # templates this process started (reaped when they end)
 
 
 def _watch_kernel(pid: int, inner: socket.socket) -> None:
@@ -577,8 +597,12 @@ class SandboxedKernelManager(AsyncKernelManager):
         if (not self.zygote or os.environ.get(zygote.ENV, "1") == "0" or os.geteuid() != 0
                 or zygote.kernel_args(kernel_cmd) is None):
             return None
+        template = ZygoteTemplate(env, self.limits, [Path(p) for p in self.extra_private], list(self.masked_packages))
+        if template.running():
+            return template          # not probed: a template that ended is started again by _fork_kernel
         try:
-            return ZygoteTemplate(env, self.limits, [Path(p) for p in self.extra_private], list(self.masked_packages))
+            template.start()
+            return template
         except (OSError, RuntimeError, SeccompUnavailable) as exc:
             self.log.warning("kernels start without the pre-imported template: %s", exc)
             return None
@@ -613,9 +637,8 @@ class SandboxedKernelManager(AsyncKernelManager):
                     conn.close()
                     if attempt:
                         raise
-                    # the template ended (idle) as this request came: start it again, once
-                    template = ZygoteTemplate(env, self.limits, [Path(p) for p in self.extra_private],
-                                              list(self.masked_packages))
+                    # the template ended (idle, or it was killed) as this request came: start it again, once
+                    template.start()
         finally:
             for fd in fds:
                 os.close(fd)

@@ -21,13 +21,6 @@ _NORMALIZE_VISIBLE_ONLY = '''def normalize_label(answer):
     return "POSITIVO" if pos else "NEGATIVO"
 '''
 
-_TRUNCATE_VISIBLE_ONLY = '''def truncate_tokens(ids, budget, side="left"):
-    # right for lists, but returns the input itself when it fits and never checks its arguments
-    if len(ids) <= budget:
-        return ids
-    return list(ids[len(ids) - budget:]) if side == "left" else list(ids[:budget])
-'''
-
 VARIANTS = [
     # Exercise 1: few-shot builder
     {"name": "few_shot_fixed_newline_separator",     # passes the visible test (default separator), ignores `separator`
@@ -70,17 +63,6 @@ VARIANTS = [
      "cells": {"ex4_harness": [('raise ValueError("the labelled set is empty: accuracy is undefined")',
                                 'return {"accuracy": 0.0, "n": 0, "n_correct": 0, "n_unparsed": 0, "predictions": []}')]},
      "loses": ["test_ex4_harness"]},
-    # Exercise 5: truncation
-    {"name": "truncate_off_by_one",
-     "cells": {"ex5_truncate": [('return ids[-budget:] if side == "left" else ids[:budget]',
-                                 'return ids[-budget:] if side == "left" else ids[:budget + 1]')]},
-     "loses": ["test_ex5_truncate"]},
-    {"name": "truncate_sides_swapped_default",       # default side keeps the head
-     "cells": {"ex5_truncate": [('def truncate_tokens(ids, budget, side="left"):', 'def truncate_tokens(ids, budget, side="right"):')]},
-     "loses": ["test_ex5_truncate"]},
-    {"name": "truncate_visible_inputs_only",
-     "cells": {"ex5_truncate": _TRUNCATE_VISIBLE_ONLY},
-     "loses": ["test_ex5_truncate"]},
 ]
 
 _NORMALIZE_WORD_BOUNDARY = '''def normalize_label(answer):
@@ -212,7 +194,75 @@ VARIANTS_ISSUE17 = [
 ]
 VARIANTS += VARIANTS_ISSUE17
 
-_CONTROLS_SHUFFLED = '''def control_demos(demos, condition, suffix="zo"):
+# Exercise 5 (issue 49): derangement replaces truncate_tokens
+_DERANGEMENT_RESEEDED = '''def derangement(n, seed):
+    # a fresh generator for every draw, seeded seed, seed + 1, ...: seeded, but not the draws asked for
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError("n must be an int >= 0")
+    if n == 1:
+        raise ValueError("no derangement of 1 element")
+    tries = 0
+    while True:
+        perm = np.random.default_rng(seed + tries).permutation(n)
+        if all(perm[i] != i for i in range(n)):
+            return [int(i) for i in perm]
+        tries += 1
+'''
+
+_DERANGEMENT_LEGACY = '''def derangement(n, seed):
+    # the legacy global generator (np.random.seed): another stream than default_rng(seed)
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError("n must be an int >= 0")
+    if n == 1:
+        raise ValueError("no derangement of 1 element")
+    np.random.seed(seed)
+    while True:
+        perm = np.random.permutation(n)
+        if all(perm[i] != i for i in range(n)):
+            return [int(i) for i in perm]
+'''
+
+_DERANGEMENT_SHIFT = '''def derangement(n, seed):
+    # a rotation by one always moves every position, but it is not drawn at random
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError("n must be an int >= 0")
+    if n == 1:
+        raise ValueError("no derangement of 1 element")
+    return [(i + 1) % n for i in range(n)]
+'''
+
+VARIANTS_ISSUE49 = [
+    {"name": "derangement_first_draw",                  # one shuffle, no rejection: positions may stay
+     "cells": {"ex5_derangement": [("    while True:\n        perm = rng.permutation(n)\n"
+                                    "        if not np.any(perm == np.arange(n)):\n            return [int(i) for i in perm]",
+                                    "    return [int(i) for i in rng.permutation(n)]")]},
+     "loses": ["test_ex5_derangement"]},
+    {"name": "derangement_reseeded_each_draw",
+     "cells": {"ex5_derangement": _DERANGEMENT_RESEEDED},
+     "loses": ["test_ex5_derangement"]},
+    {"name": "derangement_legacy_global_seed",
+     "cells": {"ex5_derangement": _DERANGEMENT_LEGACY},
+     "loses": ["test_ex5_derangement"]},
+    {"name": "derangement_shift_by_one",
+     "cells": {"ex5_derangement": _DERANGEMENT_SHIFT},
+     "loses": ["test_ex5_derangement"]},
+    {"name": "derangement_returns_array",               # numpy's array, not a list of Python ints
+     "cells": {"ex5_derangement": [("return [int(i) for i in perm]", "return perm")]},
+     "loses": ["test_ex5_derangement"]},
+    {"name": "derangement_one_is_identity",             # n = 1 returns [0] instead of raising
+     "cells": {"ex5_derangement": [('raise ValueError("a single position cannot move: no derangement of 1 element exists")',
+                                    "return [0]")]},
+     "loses": ["test_ex5_derangement"]},
+    {"name": "derangement_accepts_floats",              # int(n): 4.0 and True pass
+     "cells": {"ex5_derangement": [("if isinstance(n, bool) or not isinstance(n, int) or n < 0:",
+                                    "n = int(n)\n    if n < 0:")]},
+     "loses": ["test_ex5_derangement"]},
+    {"name": "derangement_empty_raises",                # n = 0 treated as invalid
+     "cells": {"ex5_derangement": [("if n == 1:", "if n <= 1:")]},
+     "loses": ["test_ex5_derangement"]},
+]
+
+_CONTROLS_SHUFFLED = '''def control_demos(demos, condition, seed=0, code=None):
     # "wrong pairs" as a random shuffle of the outputs: a shuffle can leave pairs right, and is not the rotation asked
     import random
     if condition not in CONDITIONS:
@@ -222,29 +272,63 @@ _CONTROLS_SHUFFLED = '''def control_demos(demos, condition, suffix="zo"):
         outputs = [y for _, y in pairs]
         random.Random(0).shuffle(outputs)
         return [(x, y) for (x, _), y in zip(pairs, outputs)]
-    if condition == "reversed order":
-        return pairs[::-1]
-    if condition == "made-up":
-        return [(x, x + suffix) for x, _ in pairs]
+    if condition == "permuted":
+        return [pairs[j] for j in derangement(len(pairs), seed)]
+    if condition == "same word":
+        return [(x, x) for x, _ in pairs]
+    if condition == "code":
+        return [(x, code[x]) for x, _ in pairs]
     return pairs
 '''
 
-VARIANTS_ISSUE40 = [
-    # Exercise 6: control demonstrations (issue 40)
+_CONTROLS_PERMUTED_SHUFFLE = '''def control_demos(demos, condition, seed=0, code=None):
+    # "permuted" as a plain seeded shuffle: a demonstration may stay where it was
+    if condition not in CONDITIONS:
+        raise ValueError(f"unknown condition {condition!r}")
+    pairs = [tuple(pair) for pair in demos]
+    if condition == "wrong pairs":
+        return [(x, pairs[(i + 1) % len(pairs)][1]) for i, (x, _) in enumerate(pairs)]
+    if condition == "permuted":
+        return [pairs[j] for j in np.random.default_rng(seed).permutation(len(pairs))]
+    if condition == "same word":
+        return [(x, x) for x, _ in pairs]
+    if condition == "code":
+        return [(x, code[x]) for x, _ in pairs]
+    return pairs
+'''
+
+VARIANTS_ISSUE49 += [
+    # Exercise 6: control demonstrations (issues 40, 49)
     {"name": "controls_wrong_pairs_previous_output",     # rotates the other way: input i takes output i - 1
      "cells": {"ex6_controls": [("pairs[(i + 1) % len(pairs)][1]", "pairs[i - 1][1]")]},
      "loses": ["test_ex6_controls"]},
     {"name": "controls_wrong_pairs_random_shuffle",
      "cells": {"ex6_controls": _CONTROLS_SHUFFLED},
      "loses": ["test_ex6_controls"]},
-    {"name": "controls_reversed_swaps_each_pair",        # "reversed" read as output -> input, order kept
-     "cells": {"ex6_controls": [("return pairs[::-1]", "return [(y, x) for x, y in pairs]")]},
+    {"name": "controls_permuted_reversed",               # "permuted" as the reversed order
+     "cells": {"ex6_controls": [("return [pairs[j] for j in derangement(len(pairs), seed)]", "return pairs[::-1]")]},
      "loses": ["test_ex6_controls"]},
-    {"name": "controls_made_up_fixed_suffix",            # passes the visible test (default suffix), ignores `suffix`
-     "cells": {"ex6_controls": [("return [(x, x + suffix) for x, _ in pairs]", 'return [(x, x + "zo") for x, _ in pairs]')]},
+    {"name": "controls_permuted_plain_shuffle",
+     "cells": {"ex6_controls": _CONTROLS_PERMUTED_SHUFFLE},
      "loses": ["test_ex6_controls"]},
-    {"name": "controls_made_up_suffix_on_output",        # appends the suffix to the pair's own output
-     "cells": {"ex6_controls": [("return [(x, x + suffix) for x, _ in pairs]", "return [(x, y + suffix) for x, y in pairs]")]},
+    {"name": "controls_permuted_inverse",                # pair i goes to position perm[i] (the inverse order)
+     "cells": {"ex6_controls": [("return [pairs[j] for j in derangement(len(pairs), seed)]",
+                                 "perm = derangement(len(pairs), seed)\n        out = [None] * len(pairs)\n"
+                                 "        for i, j in enumerate(perm):\n            out[j] = pairs[i]\n        return out")]},
+     "loses": ["test_ex6_controls"]},
+    {"name": "controls_same_word_swaps_pair",            # "same word" read as output -> input
+     "cells": {"ex6_controls": [("return [(x, x) for x, _ in pairs]", "return [(y, x) for x, y in pairs]")]},
+     "loses": ["test_ex6_controls"]},
+    {"name": "controls_code_keeps_unmapped_output",      # an input missing from code keeps its own output
+     "cells": {"ex6_controls": [("return [(x, code[x]) for x, _ in pairs]", "return [(x, code.get(x, y)) for x, y in pairs]")]},
+     "loses": ["test_ex6_controls"]},
+    {"name": "controls_code_in_dict_order",              # the code's values in the dict's order, not looked up by input
+     "cells": {"ex6_controls": [("return [(x, code[x]) for x, _ in pairs]",
+                                 "return [(x, c) for (x, _), c in zip(pairs, code.values())]")]},
+     "loses": ["test_ex6_controls"]},
+    {"name": "controls_no_demonstration_raises",         # an empty demonstration list refused: the statement allows it
+     "cells": {"ex6_controls": [("pairs = [tuple(pair) for pair in demos]",
+                                 "pairs = [tuple(pair) for pair in demos]\n    if not pairs:\n        raise ValueError(\"no demonstrations\")")]},
      "loses": ["test_ex6_controls"]},
     {"name": "controls_keeps_lists_and_returns_input",   # no copy: lists stay lists, "true" returns demos itself
      "cells": {"ex6_controls": [("pairs = [tuple(pair) for pair in demos]", "pairs = demos if isinstance(demos, list) else list(demos)")]},
@@ -252,45 +336,55 @@ VARIANTS_ISSUE40 = [
     {"name": "controls_unknown_condition_is_true",       # no validation: any other name gives the pairs as given
      "cells": {"ex6_controls": [('raise ValueError(f"condition must be one of {CONDITIONS}, got {condition!r}")', "pass")]},
      "loses": ["test_ex6_controls"]},
-    {"name": "controls_case_insensitive",                # accepts "Wrong pairs": the statement asks for exact names
+    {"name": "controls_case_insensitive",                # accepts "Permuted": the statement asks for exact names
      "cells": {"ex6_controls": [("if condition not in CONDITIONS:", "condition = condition.lower()\n    if condition not in CONDITIONS:")]},
      "loses": ["test_ex6_controls"]},
 ]
-# An honest answer a reader wrote from the student notebook's text alone (issue 40): full marks.
-_CONTROLS_READER = """CONDITIONS = ("true", "wrong pairs", "reversed order", "made-up")
+
+# Honest answers written from the student notebook's text alone (issues 40, 49): full marks.
+_DERANGEMENT_READER = '''def derangement(n, seed):
+    """A seeded random order of range(n) that leaves no position in place."""
+    if type(n) is not int or n < 0:
+        raise ValueError(f"n must be a non-negative int, got {n!r}")
+    if n == 1:
+        raise ValueError("one position cannot move")
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(n)
+    while any(int(p) == i for i, p in enumerate(perm)):
+        perm = rng.permutation(n)
+    return perm.tolist()
+'''
+
+_CONTROLS_READER = """CONDITIONS = ("true", "wrong pairs", "permuted", "same word", "code")
 
 
-def control_demos(demos, condition, suffix="zo"):
-    \"\"\"The demonstrations of one control condition (Min et al. 2022; Wei et al. 2023).
-
-    Args:
-        demos: a sequence of ``(input, output)`` pairs (tuples or lists), possibly empty.
-        condition: ``"true"`` (the pairs as given), ``"wrong pairs"`` (the same inputs in order,
-            each with the output of the next pair, the last with the first's), ``"reversed order"``
-            (the same pairs, last first) or ``"made-up"`` (each input ``x`` with ``x + suffix``).
-        suffix: the ending the made-up mapping appends to each input.
-
-    Returns:
-        A new ``list`` of ``(input, output)`` tuples. ``demos`` is not modified.
-
-    Raises:
-        ValueError: if ``condition`` is not one of the four names above.
-    \"\"\"
+def control_demos(demos, condition, seed=0, code=None):
+    \"\"\"The demonstrations of one control condition.\"\"\"
     # Exact names only (no case folding); a tuple scan with == also copes with unhashable values.
     if not isinstance(condition, str) or condition not in CONDITIONS:
         raise ValueError(f"unknown condition {condition!r}; expected one of {CONDITIONS}")
     pairs = [(x, y) for x, y in demos]          # fresh tuples, even from lists; demos untouched
+    n = len(pairs)
     if condition == "true":
         return pairs
     if condition == "wrong pairs":              # rotation by one: input i takes output i + 1
-        n = len(pairs)
         return [(pairs[i][0], pairs[(i + 1) % n][1]) for i in range(n)]
-    if condition == "reversed order":
-        return pairs[::-1]
-    return [(x, x + suffix) for x, _ in pairs]  # "made-up"
+    if condition == "permuted":                 # position i holds pair perm[i]
+        perm = derangement(n, seed)
+        return [pairs[perm[i]] for i in range(n)]
+    if condition == "same word":
+        return [(x, x) for x, _ in pairs]
+    out = []
+    for x, _ in pairs:                          # "code": a missing input raises KeyError
+        out.append((x, code[x]))
+    return out
 """
-VARIANTS_ISSUE40.append(
-    {"name": "honest_controls_reader",                   # validates first, copies to tuples, rotation by index
+VARIANTS_ISSUE49 += [
+    {"name": "honest_derangement_reader",              # type(n) is int, tolist(), a while on any()
+     "cells": {"ex5_derangement": _DERANGEMENT_READER},
+     "loses": []},
+    {"name": "honest_controls_reader",                 # validates first, copies to tuples, index loops
      "cells": {"ex6_controls": _CONTROLS_READER},
-     "loses": []})
-VARIANTS += VARIANTS_ISSUE40
+     "loses": []},
+]
+VARIANTS += VARIANTS_ISSUE49

@@ -1,11 +1,5 @@
 """Plausible wrong answers for 12_lora_qlora (see CONTRIBUTING.md, "Wrong answers")."""
 
-_COUNT_STATE_DICT = '''def count_trainable(model):
-    # counts tensors of the state dict: a tied embedding / lm_head is counted twice
-    total = sum(v.numel() for v in model.state_dict().values())
-    return sum(p.numel() for p in model.parameters() if p.requires_grad), total
-'''
-
 _LOSS_PER_SEQUENCE = '''def masked_lm_loss(logits, input_ids, prompt_lengths, attention_mask=None):
     # mean per sequence, then mean over the batch (not the token-level mean of transformers)
     Bsz, T = input_ids.shape
@@ -79,12 +73,6 @@ VARIANTS = [
     {"name": "loss_not_upcast_to_float32",      # a bfloat16 loss for bfloat16 logits
      "cells": {"ex2_masked_loss": [("logits[:, :-1].float().reshape", "logits[:, :-1].reshape")]},
      "loses": ["test_ex2_masked_loss"]},
-    # Exercise 3: counting
-    {"name": "count_frozen_as_trainable",
-     "cells": {"ex3_count_trainable": [("sum(p.numel() for p in params if p.requires_grad)", "sum(p.numel() for p in params)")]},
-     "loses": ["test_ex3_count_trainable"]},
-    {"name": "count_state_dict_ties_twice", "cells": {"ex3_count_trainable": _COUNT_STATE_DICT},
-     "loses": ["test_ex3_count_trainable"]},
 ]
 
 _LOSS_LOG_OF_SOFTMAX = '''def masked_lm_loss(logits, input_ids, prompt_lengths, attention_mask=None):
@@ -99,12 +87,6 @@ _LOSS_LOG_OF_SOFTMAX = '''def masked_lm_loss(logits, input_ids, prompt_lengths, 
     p = torch.softmax(logits[:, :-1].float(), dim=-1)
     nll = -torch.log(p.gather(-1, input_ids[:, 1:, None]).squeeze(-1))
     return nll[is_target].mean()
-'''
-
-_COUNT_PER_MODULE = '''def count_trainable(model):
-    # walks the modules: a tensor shared by two modules (tied embedding / lm_head) is counted twice
-    params = [p for m in model.modules() for p in m.parameters(recurse=False)]
-    return sum(p.numel() for p in params if p.requires_grad), sum(p.numel() for p in params)
 '''
 
 VARIANTS += [
@@ -130,12 +112,35 @@ VARIANTS += [
      "cells": {"ex2_masked_loss": [("labels = input_ids.masked_fill(~is_target, -100)",
                                     "labels = input_ids.masked_fill_(~is_target, -100)")]},
      "loses": ["test_ex2_masked_loss"]},
-    {"name": "count_per_module_ties_twice", "cells": {"ex3_count_trainable": _COUNT_PER_MODULE},
-     "loses": ["test_ex3_count_trainable"]},
 ]
 
 _SCALE = "return alpha / math.sqrt(r) if rslora else alpha / r"
-_EXPO = "return 0.5 + (-0.5 if rslora else -1.0)"
+_SVD = "return U[:, :r] * (S[:r] / scaling), Vh[:r]"
+_RANK_CHECK = "isinstance(r, bool) or not isinstance(r, int) or not 1 <= r <= min(delta.shape)"
+
+_FROM_UPDATE_LOWRANK = '''def lora_from_update(delta, r, scaling=1.0):
+    # torch's randomized low-rank SVD: close, but not the best rank-r approximation
+    if isinstance(r, bool) or not isinstance(r, int) or not 1 <= r <= min(delta.shape):
+        raise ValueError("bad r")
+    if not scaling > 0:
+        raise ValueError("bad scaling")
+    U, S, V = torch.svd_lowrank(delta, q=r)
+    return U * (S / scaling), V.T
+'''
+
+_FROM_UPDATE_EIGH = '''def lora_from_update(delta, r, scaling=1.0):
+    # eigenvectors of delta^T delta, taken from the front: eigh sorts ascending, so these are the smallest
+    if isinstance(r, bool) or not isinstance(r, int) or not 1 <= r <= min(delta.shape):
+        raise ValueError("bad r")
+    if not scaling > 0:
+        raise ValueError("bad scaling")
+    _, V = torch.linalg.eigh(delta.T @ delta)
+    A = V[:, :r].T
+    return (delta @ A.T) / scaling, A
+'''
+
+_FIRST = "g = scaling * grad_W @ A.T"
+_STEP = "B1 = -lr * g / (g.abs() + eps)"
 
 VARIANTS += [
     # Exercise 4: the rank-scaling rule
@@ -151,13 +156,43 @@ VARIANTS += [
     {"name": "scaling_rslora_alpha_over_r_squared",  # rsLoRA read as a stronger damping, alpha / r**2
      "cells": {"ex4_rank_scaling": [(_SCALE, "return alpha / r ** 2 if rslora else alpha / r")]},
      "loses": ["test_ex4_scaling"]},
-    {"name": "exponent_update_follows_factor",      # forgets Adam's normalisation: the update scales like the factor
-     "cells": {"ex4_rank_scaling": [(_EXPO, "return -0.5 if rslora else -1.0")]},
-     "loses": ["test_ex4_exponent"]},
-    {"name": "exponent_alpha_over_r_rank_free",     # the LoRA paper's hope: alpha / r keeps the update rank-free
-     "cells": {"ex4_rank_scaling": [(_EXPO, "return 0.5 if rslora else 0.0")]},
-     "loses": ["test_ex4_exponent"]},
-    {"name": "exponent_swapped",                    # rsLoRA shrinks like 1/sqrt(r), alpha / r is rank-free
-     "cells": {"ex4_rank_scaling": [(_EXPO, "return -0.5 if rslora else 0.0")]},
-     "loses": ["test_ex4_exponent"]},
+    # Exercise 3: the best rank-r adapter
+    {"name": "from_update_scaling_ignored",          # B @ A is the approximation itself: scaling * B @ A is off by scaling
+     "cells": {"ex3_lora_from_update": [(_SVD, "return U[:, :r] * S[:r], Vh[:r]")]},
+     "loses": ["test_ex3_lora_from_update"]},
+    {"name": "from_update_scaling_multiplied",       # B = U S * scaling: the factor applied the wrong way
+     "cells": {"ex3_lora_from_update": [(_SVD, "return U[:, :r] * (S[:r] * scaling), Vh[:r]")]},
+     "loses": ["test_ex3_lora_from_update"]},
+    {"name": "from_update_smallest_singular_values",  # the last r singular triplets instead of the first r
+     "cells": {"ex3_lora_from_update": [(_SVD, "return U[:, -r:] * (S[-r:] / scaling), Vh[-r:]")]},
+     "loses": ["test_ex3_lora_from_update"]},
+    {"name": "from_update_eigh_ascending", "cells": {"ex3_lora_from_update": _FROM_UPDATE_EIGH},
+     "loses": ["test_ex3_lora_from_update"]},
+    {"name": "from_update_svd_lowrank", "cells": {"ex3_lora_from_update": _FROM_UPDATE_LOWRANK},
+     "loses": ["test_ex3_lora_from_update"]},
+    {"name": "from_update_no_rank_check",            # r beyond min(d_out, d_in) or a float r accepted
+     "cells": {"ex3_lora_from_update": [(_RANK_CHECK, "r < 1")]},
+     "loses": ["test_ex3_lora_from_update"]},
+    {"name": "honest_from_update_full_svd_split_evenly",   # another split of the same product: sqrt(S) on each side
+     "cells": {"ex3_lora_from_update": [(_SVD, "return U[:, :r] * (S[:r].sqrt() / scaling), S[:r].sqrt()[:, None] * Vh[:r]")]},
+     "loses": []},
+    # Exercise 4 (b): the first AdamW update
+    {"name": "first_update_sgd_step",                # a gradient step (SGD) instead of Adam's normalised one
+     "cells": {"ex4b_first_update": [(_STEP, "B1 = -lr * g")]},
+     "loses": ["test_ex4b_first_update"]},
+    {"name": "first_update_no_output_scaling",       # returns B_1 A: the factor s of W' = W + s B A forgotten
+     "cells": {"ex4b_first_update": [("return scaling * B1 @ A", "return B1 @ A")]},
+     "loses": ["test_ex4b_first_update"]},
+    {"name": "first_update_sign_no_eps",             # "Adam moves each entry by lr": sign(g), eps ignored
+     "cells": {"ex4b_first_update": [(_STEP, "B1 = -lr * torch.sign(g)")]},
+     "loses": ["test_ex4b_first_update"]},
+    {"name": "first_update_no_eps_nan",              # g / |g|: 0 / 0 = nan where a gradient is zero
+     "cells": {"ex4b_first_update": [(_STEP, "B1 = -lr * g / g.abs()")]},
+     "loses": ["test_ex4b_first_update"]},
+    {"name": "first_update_gradient_without_scaling",  # dL/dB = G A^T (s dropped): matters only where eps does
+     "cells": {"ex4b_first_update": [(_FIRST, "g = grad_W @ A.T")]},
+     "loses": ["test_ex4b_first_update"]},
+    {"name": "honest_first_update_torch_adam_by_hand",  # the two moments and the bias correction written out
+     "cells": {"ex4b_first_update": [(_STEP, "m, v = 0.1 * g, 0.001 * g * g\n    B1 = -lr * (m / 0.1) / ((v / 0.001).sqrt() + eps)")]},
+     "loses": []},
 ]
