@@ -1667,8 +1667,8 @@ else:
 #   and decoding the whole matrix at every call, then an fp32 matmul, 0.51× [0.49, 0.53].
 # - **In the cache, a smaller gain.** With one matrix at batch 1, NF4 in `Linear4bit` took 0.69× fp32's
 #   time [0.68, 0.70] and bf16 0.91× [0.90, 0.92]; decoding the matrix at every call cost 1.96× [1.93, 1.98].
-# - **The batch removes the memory wait.** fp32's penalty for leaving the cache fell from 3.91× at batch 1
-#   to 2.14× [2.11, 2.18] at 4, 1.61× [1.60, 1.63] at 16 and 1.19× [1.14, 1.24] at 64, where each weight
+# - **The batch reduces the memory wait.** fp32's penalty for leaving the cache fell from 3.91× [3.87,
+#   3.96] at batch 1 to 2.14× [2.11, 2.18] at 4, 1.61× [1.60, 1.63] at 16 and 1.19× [1.14, 1.24] at 64, where each weight
 #   read serves 64 rows. At batch 64 bf16 and the fused NF4 kernel were faster than fp32 in the cache
 #   (0.53× [0.46, 0.62] and 0.66× [0.63, 0.69]) and beyond it (0.47× [0.47, 0.48] and 0.55× [0.52, 0.58]) —
 #   both multiply in bf16 — while decoding then multiplying in fp32 was slower (1.23× [1.18, 1.29] in the
@@ -1680,10 +1680,10 @@ else:
 #   step); the rest took 0.92× [0.90, 0.94] (11.5 and 12.4 ms). In fp32's step the head was 16.1 % [16.0,
 #   16.2] and the rest 21.0 % [20.7, 21.3]; in nf4's, 25.0 % [24.6, 25.4] and 30.0 % [29.5, 30.5]. By bytes
 #   an nf4 step reads 161.8 MiB against 513.0 MiB (0.32), and 66.8 % of them are the head's. So the gap
-#   between the sweep's 0.20× and the step's 0.65× has two parts in this table: the head, which took the
-#   same time, and the rest, which took 0.92×; and the model's 4-bit
-#   matrices, which took 0.46× of fp32's time rather than 0.20×. Those layers differ from the sweep's — other shapes (576 → 192 for `k_proj` and `v_proj`,
-#   for one), and compute in float16 (section 7's table) rather than bf16 — and this notebook does not
+#   between the sweep's 0.20× and the step's 0.65× has three parts in this table: the head, which took the
+#   same time; the rest, which took 0.92×; and the model's 4-bit matrices, which took 0.46× of fp32's time
+#   rather than 0.20×. Those layers differ from the sweep's — other shapes (576 → 192 for `k_proj` and
+#   `v_proj`, for one), and compute in float16 (section 7's table) rather than bf16 — and this notebook does not
 #   separate which of these costs the time.
 #
 # Two threads, one CPU: with another number of threads the arithmetic gets faster or slower and the
@@ -1791,7 +1791,7 @@ del _g, _W, _x, _x2
 #    31.491, +6.120 (+0.2161 nats per token [+0.1508, +0.2814]), and the book's own fp4+DQ most,
 #    34.022, +8.651 (+0.2934 [+0.2077, +0.3792]; against nf4+DQ at the same bits +0.0786
 #    [-0.0191, +0.1762], not measurably different). Double quantization did not reduce the error: the
-#    weight error grew slightly (0.014004 against 0.013974) and the perplexity change, -0.040 (-0.0013
+#    weight error grew slightly (1.4004e-02 against 1.3974e-02, +3.03e-05) and the perplexity change, -0.040 (-0.0013
 #    nats [-0.0045, +0.0020]), is inside its interval. What it bought is memory: the scale overhead went
 #    from 0.500 to 0.127 bit per weight (-4.7 MiB here, 4.83× instead of 4.62×).
 # 3. Faster, on this CPU: the book's recipe generated 32 tokens in a median 1.286 s against 1.987 s for

@@ -1437,19 +1437,18 @@ if not SKIP_RUNS:
 #   change — 4 bits pay when the *frozen weights* dominate the budget (billions of parameters on one GPU).
 # * **Step time.** At $10^{-3}$ the median step took 0.74 s (SFT), 0.69 s (LoRA) and 0.71 s (QLoRA)
 #   on the last-`K` shortcut, and 0.80 s (SFT) and 0.70 s (LoRA) at $5\cdot10^{-5}$: one run each, one
-#   after another on a 2-core CPU, where a change of load between runs is not removed by any pairing
-#   (the same SFT run at $5\cdot10^{-5}$, measured on 2026-11-29 in the build before this one, took
-#   1.23 s per step), so we claim no speed difference. (A common claim is that for generation 4 bits
+#   after another on a 2-core CPU, where a change of load between runs is not removed by any pairing,
+#   so we claim no speed difference. (A common claim is that for generation 4 bits
 #   are "many times slower". Chapter 11 measures one-token steps:
-#   there, on this CPU, `bitsandbytes`' fused kernel made a 4-bit layer *faster* than fp32, while
-#   measured on an H100 (batch 1) NF4 generated 27 tokens/s against 48 in fp32. Speed depends on the
-#   kernel and the hardware; memory is what 4 bits buy.)
+#   there, on this CPU, `bitsandbytes`' fused kernel made a 4-bit layer *faster* than fp32. Speed
+#   depends on the kernel and the hardware; memory is what 4 bits buy.)
 #
 # **Same learning rate, one factor at a time.**
 # *At the book's learning rate* ($5\cdot10^{-5}$) neither method learned the format in 12 steps
 # (0/24 for both). SFT fitted the training answers (fit loss −0.979 [−1.027, −0.931]) while LoRA
-# barely moved (−0.033 [−0.035, −0.031]); neither moved the held-out style margin (SFT −0.034,
-# sign-flip p = 0.504; LoRA −0.000, p = 0.900: LoRA at this rate has essentially not changed the model).
+# barely moved (−0.033 [−0.035, −0.031]); neither changed the held-out style margin detectably (SFT −0.034
+# [−0.124, 0.043], sign-flip p = 0.504; LoRA −0.000 [−0.003, 0.003], p = 0.900: LoRA at this rate has
+# essentially not changed the model).
 # *At $10^{-3}$* SFT learned everything we measure: 24/24 answers follow the format (Wilson
 # [0.86, 1.00]; McNemar 24 prompts changed, 0 back, p < 0.001), the margin rose by 0.598 (sign-flip
 # p = 0.004) — the held-out *casual* answers became the likelier ones — and the fit loss fell by
@@ -1471,16 +1470,18 @@ if not SKIP_RUNS:
 # Each configuration here was trained once, with one seed: the intervals are over prompts and rows, not
 # over the luck of training, so even the $10^{-3}$ comparison says nothing about how much it would move
 # with another seed (section 4d trains three).
-# *No forgetting is detectable*: the loss on the unrelated sentences went *down* for every run at
-# $10^{-3}$ (SFT −0.149 [−0.214, −0.081], LoRA −0.094 [−0.137, −0.051], QLoRA −0.054 [−0.135,
-# 0.034]); 12 steps on 4 layers are far from overwriting what the model knows.
+# *No forgetting is detectable*: at $10^{-3}$ the loss on the unrelated sentences fell for SFT
+# (−0.149 [−0.214, −0.081]) and LoRA (−0.094 [−0.137, −0.051]); QLoRA's change, −0.054 [−0.135,
+# 0.034], has an interval that includes a small rise: these data support neither a fall nor a rise
+# beyond it.
 # *QLoRA vs LoRA* (same rate, same batches, paired): 13/24 against 9/24 follow the format (McNemar:
 # 4 prompts only with QLoRA, none only with LoRA, p = 0.12), fit loss +0.007 [−0.012, 0.026], margin
-# −0.014 (sign-flip p = 0.641). The 4-bit base cost a little at the start (first-step loss 4.104 against
-# 4.044 on the same batch: the quantization error) and nothing measurable after 12 steps. What this
-# null result can tell: little. With ten pairs only a large margin difference could show, and with 24
-# prompts McNemar's exact test needs at least 6 discordant prompts, all in one direction, to reach the
-# 5 % level, so only a large difference in format compliance could have shown.
+# −0.014 [−0.066, 0.039] (sign-flip p = 0.641). The 4-bit base cost a little at the start (first-step
+# loss 4.104 against 4.044 on the same batch: the quantization error) and nothing measurable after 12
+# steps. Read by the intervals: a margin difference outside [−0.066, 0.039] nats/token, or a fit-loss
+# difference outside [−0.012, 0.026], is not supported by these data; differences inside them are not
+# distinguished from none. The format difference (4 prompts against 0, p = 0.12) is not distinguished
+# from none either.
 
 # %% [markdown]
 # ### How much of SFT's update would fit in a rank-8 adapter?
@@ -1827,8 +1828,11 @@ if not SKIP_RUNS:
 # separates two effects. At the same update size (the three runs where factor $\times\sqrt r = 16$: $r$ = 1,
 # 8 and 64 with $\alpha/\sqrt r$) a larger rank went further: fit loss 2.705, 2.323, 1.883, format 1/24,
 # 24/24, 24/24. With $\alpha/r$ a larger rank came with a smaller update (16, 5.66, 2), and the two
-# effects about cancelled (fit loss 2.705, 2.649, 2.651). So at a fixed learning rate both the update
-# size and the rank mattered; $\alpha/\sqrt r$ holds the first fixed so that the second can show. For
+# effects about cancelled (fit loss 2.705, 2.649, 2.651). So in these single-seed runs at a fixed
+# learning rate (one seed per configuration, and only the first update's size equalised), a lower fit
+# loss went with a larger rank when the first update's size was about equal, and a smaller first update
+# went with the larger rank's gain vanishing; $\alpha/\sqrt r$ holds the first update's size about
+# fixed, so that the rank's part can show. For
 # the comparison with SFT this says only that LoRA $r = 8$ with $\alpha/r$ at $10^{-3}$ took small
 # steps, about a third of rsLoRA's at the same rank (0.4710 against 1.3324); whether a larger step
 # closes the gap is what the learning-rate grid of section 4d tests.
@@ -1948,7 +1952,8 @@ assert np.allclose(checked[:, 0], checked[:, 1], atol=1e-12)
 # On the models: every ROUGE and BLEU value is low (ROUGE-L F 0.148 for the base, BLEU 2.3) because
 # one reference answer is a small target for free text. The paired changes say little that the
 # format and margin did not say better: SFT at $10^{-3}$, the run that learned the casual style best,
-# did not move ROUGE-L F against the casual reference (−0.020, sign-flip p = 0.520). The drops that are
+# showed no detectable change of ROUGE-L F against the casual reference (−0.020 [−0.076, 0.032],
+# sign-flip p = 0.520). The drops that are
 # there (LoRA −0.063, p = 0.121; QLoRA, below) come from a failure the format rule cannot see: LoRA and QLoRA at $10^{-3}$ often write the
 # sign-on **and stop** (the generations below), so the sign-on is removed and little or nothing is left
 # to overlap — QLoRA's ROUGE-L F fell by 0.091 (sign-flip p = 0.010). Format compliance alone
@@ -2172,16 +2177,18 @@ else:
 # than the task (3.130, against 2.856 at its best rate), though its style margin was higher there
 # (0.639). Comparing SFT at
 # $5\cdot10^{-5}$ with LoRA at $10^{-3}$ would have mistaken the learning rate for the method. Forgetting: none
-# detectable; the unrelated-text loss fell (SFT −0.149 [−0.214, −0.081], LoRA −0.094, QLoRA −0.054
-# [−0.135, 0.034]).
+# detectable; the unrelated-text loss fell for SFT (−0.149 [−0.214, −0.081]) and LoRA (−0.094
+# [−0.137, −0.051]); QLoRA's change, −0.054 [−0.135, 0.034], is inside an interval that includes a
+# small rise.
 # (c) The 4-bit base cut the training state from 518 MiB (LoRA) to 471 MiB: the 4 quantized layers'
-# linear weights shrink about 7× (NF4 codes plus one float32 absmax per block of 64). It cost a
-# little at the start (first-step loss 4.104 vs 4.044 on the same batch: the quantization error) and
-# nothing measurable after training: fit loss +0.007 [−0.012, 0.026], format 13/24 vs 9/24 (McNemar
-# p = 0.12; only a large difference could have shown with 24 prompts). No speed difference is
+# 14,155,776 linear weights are stored as NF4 codes, two per byte, plus one float32 absmax per block
+# of 64. It cost a little at the start (first-step loss 4.104 vs 4.044 on the same batch: the
+# quantization error) and nothing measurable after training: fit loss +0.007 [−0.012, 0.026], margin
+# −0.014 [−0.066, 0.039], format 13/24 vs 9/24 (McNemar p = 0.12). Differences outside these
+# intervals are not supported by these data; those inside them are not distinguished from none. No speed difference is
 # claimed on this shared CPU. On a 135 M model 4 bits buy little; they matter when the frozen weights
 # dominate the memory.
 # (d) No. A one-word change that makes an answer wrong keeps ROUGE-L F at 0.967, a correct
-# paraphrase gets 0.377; the run that learned the style best (SFT at $10^{-3}$) did not move ROUGE-L F
-# (−0.020, sign-flip p = 0.520), and the one clear ROUGE drop (QLoRA, −0.091, p = 0.010) comes
+# paraphrase gets 0.377; the run that learned the style best (SFT at $10^{-3}$) showed no detectable
+# change of ROUGE-L F (−0.020 [−0.076, 0.032], sign-flip p = 0.520), and the one clear ROUGE drop (QLoRA, −0.091, p = 0.010) comes
 # from answers that stop after the sign-on, a failure the format rule alone would have missed.
