@@ -345,10 +345,16 @@ def _zygote_source() -> str:
     return ZYGOTE.read_text()
 
 
+# what allowed_paths() (cache_dir, _hf_home) and hidden_inside_allowed() read from the grader's environment
+_VIEW_ENV = ("LLM_COURSE_REFERENCES", "LLM_COURSE_CACHE", "XDG_CACHE_HOME", "HF_HOME", "HOME")
+
+
 @lru_cache(maxsize=64)
 def _template_key(env: tuple[tuple[str, str], ...], extra_private: tuple[str, ...], masked: tuple[str, ...],
-                  slurm_job: str, references: str) -> str:
-    """The key of a template's environment and view (``references``: what :func:`hidden_inside_allowed` reads)."""
+                  slurm_job: str, view_env: tuple[str, ...]) -> str:
+    """The key of a template's environment and view. ``view_env``: the grader's variables that
+    :func:`allowed_paths` and :func:`hidden_inside_allowed` read (:data:`_VIEW_ENV`), so that a
+    cached key never outlives the view it was computed for."""
     import hashlib
 
     private = [Path(p) for p in extra_private]
@@ -374,7 +380,7 @@ class ZygoteTemplate:
         # a Slurm job's graders share a template only within the job: Slurm ends what a job started
         # (proctrack), which would take other jobs' kernels, children of the template, with it
         key = _template_key(tuple(sorted(env.items())), tuple(str(p) for p in extra_private), tuple(masked),
-                            os.environ.get("SLURM_JOB_ID", ""), os.environ.get("LLM_COURSE_REFERENCES", ""))
+                            os.environ.get("SLURM_JOB_ID", ""), tuple(os.environ.get(k, "") for k in _VIEW_ENV))
         self.base = Path(ROOT_SANDBOXES) / f"{ZYGOTE_PREFIX}{key}"
         self.socket = str(self.base / "ctl" / "zygote.sock")
 
