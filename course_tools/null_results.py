@@ -10,6 +10,9 @@ no effect of 0.250 or more" is wrong whenever 0.250 lies inside the interval (is
 :func:`power_readings` flags the phrasings of that mistake in prose, English and Portuguese:
 
 * "no effect of X or more", "probably no effect" (the MDE read as a bound), anywhere;
+* what a run can *detect* read as what it found: "only a large difference could show", "out of this
+  grid's reach", "what 24 pairs can detect" (pt: "só uma diferença grande apareceria", "fora do alcance",
+  "o que 24 pares conseguem detectar"), anywhere;
 * a non-negated "rule(s) out" / "exclude(s)" (pt: "descarta", "exclui", "afasta") in a sentence
   that mentions power or an MDE, or right after one that does.
 
@@ -22,6 +25,12 @@ import re
 # the MDE read as a bound
 _BOUND = re.compile(r"\b(?:probably no effect|no effect of [^.;]{1,40}? or (?:more|larger)|"
                     r"provavelmente nenhum efeito|nenhum efeito de [^.;]{1,40}? ou mais)\b", re.I)
+# what a run could detect, read as what it found (the MDE in other words)
+_REACH = re.compile(r"\b(?:only an? (?:large|larger|big|bigger) (?:difference|effect|change|gain) (?:could|would|can|might) "
+                    r"(?:show|appear|be seen|be detected)|out of (?:this|the|our) (?:grid|run|experiment|test|sample|design)(?:'s|’s) reach|"
+                    r"beyond (?:this|the) (?:grid|run|experiment|test|sample)(?:'s|’s) reach|what [^.;]{1,40}? can detect|"
+                    r"só uma diferença (?:grande|maior) (?:apareceria|poderia aparecer|seria vista|seria detectada)|"
+                    r"(?:fora do|além do) alcance d(?:esta|este|a|o) (?:grade|execução|experimento|teste|amostra|desenho)|o que [^.;]{1,40}? (?:pode|podem|consegue|conseguem) detectar)", re.I)
 _EXCLUDES = re.compile(r"\b(?:rul(?:e|es|ed|ing) out|exclud(?:e|es|ed)|descart(?:a|am|ou|aram)|"
                        r"exclu(?:i|em|iu|íram)|afast(?:a|am|ou))\b", re.I)
 _NEGATION = re.compile(r"\b(?:not|cannot|can't|nor|never|n't|não|nem|nunca)\b[\w\s,]{0,12}$", re.I)
@@ -40,7 +49,7 @@ def power_readings(text: str) -> list[str]:
     out = []
     sents = sentences(text)
     for i, s in enumerate(sents):
-        if _BOUND.search(s):
+        if _BOUND.search(s) or _REACH.search(s):
             out.append(s)
             continue
         near_power = _POWER.search(s) or (i > 0 and _POWER.search(sents[i - 1]))

@@ -1253,9 +1253,9 @@ if d2[BASE]:
 #   advice to move top-p first, although the two costs were not tested against each other. What the
 #   rule does not say: τ = 0.5 showed no measurable loss of diversity (−0.012 [−0.051, +0.028]: a loss
 #   larger than 0.051 is unlikely) with a higher log-probability (+0.167 [+0.071, +0.262], Holm p
-#   0.019). Limits: one prompt, 64 tokens, a 135 M model, 12 samples per setting (differences in
-#   distinct-2 below a few hundredths are out of this grid's reach); the log-probability is a proxy,
-#   not quality (a greedy loop scores high on it); another model or prompt can move the knee.
+#   0.019). Limits: one prompt, 64 tokens, a 135 M model, 12 samples per setting; the
+#   log-probability is a proxy, not quality (a greedy loop scores high on it); another model or
+#   prompt can move the knee.
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "written_part_a_question", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # **Part A (1 pt) — temperature.** Use the runs A1, A2, A3 printed above (top_p = 0.9; temperature
@@ -1297,7 +1297,8 @@ if d2[BASE]:
 # healer, a writer, a musician, a healer, a warrior, a musician, a healer, a warrior, a" — a loop.
 # B.3 With τ = 0.7 applied first the distribution is sharper, and whenever the top token alone has
 # mass ≥ p the nucleus holds that one token: the step is greedy. Section 2 shows it on
-# z = [2, 1, 0.5, −1]: the top token has 0.61, so top-p 0.3 and 0.6 both keep one token and only 0.9
+# z = [2, 1, 0.5, −1]: at τ = 0.7 the top token has 0.7295, so top-p 0.3 and 0.6 both keep that one
+# token and 0.9 keeps two (0.7295 + 0.1748 reaches 0.9); at τ = 1 the top token has 0.6095 and 0.9
 # keeps three. The smaller p, the more steps are greedy, and greedy decoding of a continuation
 # model falls into loops like the one quoted (which a single sample at p = 0.6 happened to show).
 
@@ -1314,9 +1315,12 @@ if d2[BASE]:
 # is 98. This is the result of the division of 27 by 58."; "Solve step by step" turned the prompt
 # into "27 + 58.12 + 27(10.01) + 100.12 …" and never gave 85. C.2 "This is an expression for a
 # polynomial with integer coefficients. … This is a linear equation with integer coefficients. So
-# the answer is:" — the vocabulary of a derivation. C.3 No: the step-by-step form changes the
-# style of the text (Book §4.13), not its correctness; the "reasoning" above is fluent and wrong,
-# and only checking the printed number against 27 + 58 = 85 tells.
+# the answer is:" — the vocabulary of a derivation. C.3 No. These are two single samples, one per
+# prompt (40 and 80 new tokens, as in the book), and both are wrong: the step-by-step one reads like
+# a derivation and still never reaches 85, so its form guaranteed nothing here, and only checking
+# the printed number against 27 + 58 = 85 tells. What the form does to correctness in general two
+# samples cannot show; that prompting controls the style of the answer and does not guarantee its
+# correctness is the book's claim (§4.13).
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "written_part_d_question", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # **Part D (1 pt).** The book shows: "Transformers are models that are not part of the game. The
@@ -1484,7 +1488,8 @@ if speedup:
 #   once; the cache arm only keeps its keys and values), and its ratio is 0.96× [0.84, 1.08],
 #   1.11× [0.99, 1.23] and 0.96× [0.93, 1.00]: the first two intervals contain 1 and the third ends
 #   at 1 to two decimals, a difference of a few percent at most. That is the noise floor of this
-#   set-up on a busy machine, about ±10 %, far below the decode speed-ups. Prefill throughput grows with the prompt (30 → 102 → 118 prompt tokens/s
+#   set-up on a busy machine: the three intervals together span 0.84× to 1.23×, far below the
+#   decode speed-ups. Prefill throughput grows with the prompt (30 → 102 → 118 prompt tokens/s
 #   in the cache arm): one pass over many tokens processes them together, and even a cached decode
 #   step (under 8 tokens/s) costs far more per token than the prefill. The batch sweep below shows
 #   the same effect for decode steps processed together.
@@ -1492,12 +1497,13 @@ if speedup:
 #   at 8 tokens and 8.12× [7.68, 8.58] at 256, because it includes the prefill, which the cache does
 #   not shorten; the longer the generation, the closer it gets to the decode figure.
 # * **Between runs.** Every interval above covers the noise between the repeats of *this* run. An
-#   earlier full-mode build of this notebook, measured on 2026-11-26 with the same benchmark on a less
-#   busy machine (17.8 cached tokens/s at 256 prompt tokens, against 6.8 here), gave decode speed-ups
-#   of 2.04× [1.97, 2.11], 3.20× [3.08, 3.32] and 7.92× [7.58, 8.28]: the same ordering, but at 256
-#   tokens about half of this run's 15.12×, and the intervals of the two runs do not overlap. What both
-#   runs show is that the gain grows with the context; how large it is depends on the machine and its
-#   load that day, which no within-run interval measures.
+#   earlier full-mode build of this notebook ran the same benchmark on a less busy machine; quoted
+#   from the outputs committed in 6890f93 (2026-11-26), it printed 17.8 cached tokens/s at 256
+#   prompt tokens (against 6.8 here) and decode speed-ups of 2.04× [1.97, 2.11], 3.20× [3.08, 3.32]
+#   and 7.92× [7.58, 8.28]. The same ordering, but at 256 tokens about half of this run's 15.12×,
+#   and the intervals of the two runs do not overlap. What both runs show is that the gain grows
+#   with the context; how large it is depends on the machine and its load that day, which no
+#   within-run interval measures.
 # * **Limits.** One CPU, one thread, batch 1 (the sweep below varies the batch), float32, random
 #   weights (the speed does not depend on their values); the intervals cover the noise between
 #   repeats of this run on a shared machine, not the difference to another machine. Nine intervals
@@ -1745,8 +1751,11 @@ if step_secs[(1, True)]:
 #   Python and the dozens of small operations per block are paid once per step too, and this
 #   measurement does not separate the two (the 4.2 GB/s printed is what the step *would* need if
 #   reading the weights were all it did, on a machine shared with other jobs — not a measured
-#   bandwidth). The step is also not flat: it grows with the batch (276.8 ms at 8, 357.0 at 16) as the
-#   arithmetic (3.98 GFLOP per step at batch 16) starts to count on one core.
+#   bandwidth). The step is also not flat: at batch 16 it took 3.02× [2.02, 4.51] the time of
+#   batch 1, an interval above 1, while the intervals of neighbouring rows overlap (276.8
+#   [194.9, 358.7] ms at 8, 357.0 [185.0, 528.9] at 16), so the table does not show where the curve
+#   bends. This run does not measure why the step grows: the arithmetic (3.98 GFLOP per step at
+#   batch 16) starting to count on one core is one possible explanation, not tested here.
 # * **Without the cache** the step already processes $B \times (L + t)$ tokens, so its time grows much
 #   more with the batch (247.0 → 1273.5 ms) and its throughput less (4.0 → 12.6 tokens/s); the cache's
 #   speed-up is 2.10× [1.87, 2.37] at batch 1 and 2.63× [2.44, 2.83] at batch 8.

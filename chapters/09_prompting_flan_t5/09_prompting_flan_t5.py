@@ -1343,9 +1343,11 @@ def derangement(n, seed):
 # %% nbgrader={"grade": true, "grade_id": "test_ex5_derangement", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 from course_utils.grading import check_close, check_equal, check_true, passed
 
-check_equal("derangement(5, 3) (the first draw, [4, 2, 1, 3, 0], leaves 3 in place: draw again)",
+check_equal("derangement(5, 3) (the first three draws, [4, 2, 1, 3, 0], [3, 0, 2, 1, 4] and [0, 1, 4, 2, 3], "
+            "leave 1, 2 and 2 positions in place: the fourth is the first to move every position)",
             derangement(5, 3), [4, 3, 0, 1, 2])
-check_equal("derangement(4, 1) (the first draw is [0, 1, 2, 3]: draw again)", derangement(4, 1), [3, 0, 1, 2])
+check_equal("derangement(4, 1) (the first two draws, [0, 1, 2, 3] and [3, 0, 2, 1], leave 4 and 1 positions in place: "
+            "the third is the first to move every position)", derangement(4, 1), [3, 0, 1, 2])
 check_true(all(p != i for p, i in zip(derangement(6, 11), range(6))), "derangement(6, 11) must move every position.")
 passed()
 ### BEGIN HIDDEN TESTS
@@ -1528,23 +1530,16 @@ derangement = _own_derangement
 ### BEGIN REFERENCE
 from course_utils.grading import expect
 
-
-def _ref_der(n, seed):
-    rng = np.random.default_rng(seed)
-    while True:
-        p = rng.permutation(n).tolist()
-        if all(p[i] != i for i in range(n)):
-            return p
-
-
+# _ref_derangement comes from exercise 5's reference block: reference blocks never run in a submission, only in
+# the instructor's notebook (one kernel, in order), where any failing test cell rejects the whole reference run
 _t5 = [tuple(p) for p in _d5]
 _want5 = {"true": _t5, "wrong pairs": [(x, _t5[(i + 1) % 5][1]) for i, (x, _) in enumerate(_t5)],
-          "permuted": [_t5[j] for j in _ref_der(5, 4)], "same word": [(x, x) for x, _ in _t5],
+          "permuted": [_t5[j] for j in _ref_derangement(5, 4)], "same word": [(x, x) for x, _ in _t5],
           "code": [(x, _code5[x]) for x, _ in _t5]}
 _want2 = {"true": [("a", "b"), ("c", "d")], "wrong pairs": [("a", "d"), ("c", "b")],
           "permuted": [("c", "d"), ("a", "b")], "same word": [("a", "a"), ("c", "c")], "code": [("a", "x1"), ("c", "x2")]}
 _t3 = [("x", "1"), ("y", "2"), ("z", "3")]
-_want3 = {"true": _t3, "wrong pairs": [("x", "2"), ("y", "3"), ("z", "1")], "permuted": [_t3[j] for j in _ref_der(3, 9)],
+_want3 = {"true": _t3, "wrong pairs": [("x", "2"), ("y", "3"), ("z", "1")], "permuted": [_t3[j] for j in _ref_derangement(3, 9)],
           "same word": [("x", "x"), ("y", "y"), ("z", "z")], "code": [("x", "pen"), ("y", "cup"), ("z", "box")]}
 _want1 = {"true": [("a", "b")], "wrong pairs": [("a", "b")], "same word": [("a", "a")], "code": [("a", "x1")]}
 for _cond in ["true", "wrong pairs", "permuted", "same word", "code"]:
@@ -1557,7 +1552,7 @@ for _cond in ["true", "wrong pairs", "permuted", "same word", "code"]:
     expect(f"demos after appending to the list control_demos(demos, {_cond!r}) returned (a new list, demos not modified)",
            [("p", "q"), ("r", "s")])
 for _s in [0, 1, 2, 3, 5, 8]:
-    expect(f"control_demos(five pairs, 'permuted', seed={_s})", [_t5[j] for j in _ref_der(5, _s)])
+    expect(f"control_demos(five pairs, 'permuted', seed={_s})", [_t5[j] for j in _ref_derangement(5, _s)])
 expect("control_demos([('a', 'b')], 'permuted') (one demonstration cannot move)", "raises ValueError")
 expect("control_demos([], 'permuted') (no demonstration)", [])
 expect("control_demos(hot/big/fast, 'code', code=a dict with extra keys)", [("hot", "y"), ("big", "z"), ("fast", "x")])

@@ -27,10 +27,9 @@
 # fine): the hidden tests check where each one is defined. <!-- clause-all: defined-here -->
 #
 # **Time.** Full mode trains six small models of 1200 steps each, nine of 300 steps and eighteen of
-# 100 steps (about a minute per 1200 steps on one CPU thread; the whole notebook, measured on the
-# course's 2-core build machine, takes about 8 minutes with its default two threads and about 11 with
-# one; a GPU is used when present).
-# The stored outputs are full mode.
+# 100 steps (about a minute per 1200 steps on one CPU thread, as section 6 prints; a GPU is used
+# when present). On a CPU the notebook uses up to four threads, or `OMP_NUM_THREADS` if it is set.
+# The stored outputs are full mode, run with one thread.
 # Every graded test runs on tiny inputs in well under a second; none of them depends on the
 # training runs, which shrink to a few steps while nbgrader grades.
 
@@ -66,7 +65,7 @@ from course_utils.data import load_corpus, list_works
 from course_utils.training import autograding, count_parameters, evaluate_lm, plot_loss_curves
 
 GRADING = autograding()          # nbgrader is grading: training demos shrink to a few steps
-# small matrices: more threads do not help; OMP_NUM_THREADS (if set) wins, e.g. on a machine shared with other jobs
+# os.cpu_count() threads, at most 4 (this model's matrices are small); OMP_NUM_THREADS (if set) wins, e.g. on a shared machine
 torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS") or 0) or max(1, min(4, os.cpu_count() or 1)))
 torch.set_printoptions(precision=4, sci_mode=False)
 sns.set_theme(style="whitegrid", context="notebook")
@@ -118,9 +117,10 @@ for V in (84, 109, 30522, 50257):
 #
 # **The book's 10.09.** Since the expected value is about $\ln|V| + \frac12$, a loss of 10.09
 # points at $|V| \approx e^{9.59} \approx 14\,600$ — no common tokenizer. With GPT-2's vocabulary the
-# expected value is 11.32, and 10.09 would need a tiny batch (a handful of tokens) and a lucky draw.
-# The number cannot be checked without the missing sizes; the cell below shows how the loss
-# depends on $|V|$ and on how many tokens are averaged.
+# expected value is 11.32, and 10.09 lies far below it even for a tiny batch: in the cell below,
+# with batches of 8 tokens, none of 200 draws reaches it (mean 11.32, sd 0.35). The number cannot
+# be checked without the missing sizes; the cell below shows how the loss depends on $|V|$ and on
+# how many tokens are averaged.
 
 # %% nbgrader={"grade": false, "grade_id": "book_10_09", "locked": true, "schema_version": 3, "solution": false, "task": false} tags=["nbval-check-output"]
 BOOK_RANDOM_CE = 10.09                                    # Book §6.3, "Loss simulada (pré-treinamento)"
@@ -1130,7 +1130,7 @@ print(f"parameters: untied {count_parameters(runs_attn[0][0]):,} | tied {count_p
 #
 # The last column suggests why (a reading of the printed numbers, not a separate experiment). A
 # tied head whose rows are $\mathcal N(0, 1)$ vectors of width 128 gives logits with a standard
-# deviation near $\sqrt{128} \approx 11$: the model starts at 76.988 nats instead of 4.605, and
+# deviation near $\sqrt{128}$: the model starts at 76.988 nats instead of 4.605, and
 # the one shared table must shrink for the output's sake although the input wants it large. GPT-2's
 # small initialisation avoids that start (4.444), but both tables then begin as a tiny signal next
 # to the blocks' outputs in the residual stream, and AdamW grows them by about $3\cdot10^{-3}$ per
@@ -1344,8 +1344,9 @@ plt.show()
 # for the cell's 4 tests). GPT-2's schedule does not rescue GPT-2's initialisation at this budget.
 # With the schedule, the course's corner does best at a peak of 1e-02 and GPT-2's at 3e-03 (the
 # lowest means of the grid); each at its own best peak, GPT-2's corner is still +0.281 ± 0.031 nats
-# behind (adjusted p = 2.7e-03) — no less than at seed 003's constant rate, +0.229 ± 0.097
-# (adjusted p = 2.9e-02). Nor did the schedule help either corner in 100 steps: against the constant
+# behind (adjusted p = 2.7e-03), as it is at seed 003's constant rate, +0.229 ± 0.097
+# (adjusted p = 2.9e-02); the cell does not test whether the two gaps differ. Nor did the schedule
+# help either corner in 100 steps: against the constant
 # $3\cdot10^{-3}$, the course's corner at its best scheduled peak ends +0.019 ± 0.013 nats *higher*
 # and GPT-2's +0.071 ± 0.060 higher (adjusted p = 4.7e-02 for both, just under 5 %). A reading of
 # these numbers, not a separate experiment: in a run this short the warm-up and the decaying tail
@@ -1585,9 +1586,10 @@ del bench, bench_opt, _batches
 # leaves out: AdamW reads and writes four numbers per parameter, clipping takes the norm of every
 # gradient, dropout draws its masks, autograd stores activations for the backward pass. Which of
 # these takes the extra time, this cell does not separate. Nor does the interval cover other runs:
-# an earlier build of this notebook, measured on 2026-11-26 (before AdamW was switched to its fused
-# version here), trained 26,178 ± 1,202 tokens/s and ran the forward pass at 96,886 ± 5,355, a ratio of
-# about 3.7. Between runs, code versions and machine loads the ratio moves by more than one run's
+# an earlier full-mode build of this notebook (before AdamW was switched to its fused version here),
+# quoted from the outputs committed in 6890f93 (2026-11-26), trained 26,178 ± 1,202 tokens/s and
+# ran the forward pass at 96,886 ± 5,355, a ratio of about 3.7. Between runs, code versions and
+# machine loads the ratio moves by more than one run's
 # interval: what holds in both is that training costs more than three forward passes. (The training runs of section 6 took 57
 # to 64 s per 1200 steps, against the 49 s the table predicts: they also evaluate every 100 steps.)
 # Memory: the training state is 6.4 MiB, but the activations autograd keeps for one batch are
@@ -1653,12 +1655,16 @@ del bench, bench_opt, _batches
 # above that entropy (2.496), never below. The model can represent any such table (an 84-row
 # lookup via the embedding, FFNs and head), and it is trained on exactly that objective, so it
 # converges towards it; the count-based table is the same estimate obtained in closed form. The
-# remaining gap is optimisation after 1200 steps (less than a quarter of the training text seen);
+# remaining gap is probably optimisation after 1200 steps (less than a quarter of the training text
+# seen; not tested here);
 # on the validation split the count value is only a reference, since those plays have bigram
 # statistics of their own.
 #
 # (c) The training loss logged during training has dropout on: 1.943, 1.954 and 1.938 over the
-# last 100 batches of the three seeds, 0.058 ± 0.019 nats above the same models in eval mode on
-# training windows (1.893, 1.890, 1.880; paired p = 0.006). The seed's "train 1.93 > test 1.90"
-# compares a dropout-on number with a dropout-off one. Measured the same way (eval mode, as many
+# last 100 batches of the three seeds. This dropout-on, last-100-batch average is 0.058 ± 0.019
+# nats above the same models in eval mode on training windows (1.893, 1.890, 1.880; paired
+# p = 0.006); it mixes the effect of dropout with that of averaging over steps when the model was
+# still slightly worse. The seed's "train 1.93 > test 1.90" probably compares such a dropout-on
+# number with a dropout-off one (the seed does not say how it measured them). Measured the same
+# way (eval mode, as many
 # tokens on each side), training is below validation here, by 0.020 ± 0.011 nats (p = 0.015).

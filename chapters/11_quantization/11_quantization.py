@@ -76,6 +76,7 @@ import gguf
 from gguf import GGUFReader, GGMLQuantizationType
 
 from course_utils import CI_MODE
+from course_utils.memory import release_freed_memory
 from course_utils.models import load_model, quiet_hf, SMOLLM2
 from course_utils.smollm2 import gguf_path
 
@@ -904,6 +905,7 @@ else:
     d, lo, hi = mean_ci((_r4["nll"] - _rn["nll"]).numpy())
     print(f"fp4+DQ - nf4+DQ (the book's 4-bit type against QLoRA's, same bits): perplexity {_r4['ppl'] - _rn['ppl']:+.3f} | "
           f"mean NLL {d:+.4f} nats [{lo:+.4f}, {hi:+.4f}]")
+    del ref_logits                                        # 96 MiB of logits no later cell reads
 RESULTS = {r["fmt"]: r for r in rows}
 
 # %%
@@ -1258,9 +1260,9 @@ if loaded:
               f"{g:5.2f}x [95% t CI {lo:.2f}, {hi:.2f}] | first {same:2d} of {N_NEW} tokens as fp32's")
     print("\nnf4's continuation:", repr(tok.decode(new_tokens["nf4"])[:70]))
     model.to("cpu")
-    STEP_NF4 = loaded["nf4"] if RUN_DEVICE == "cpu" else None     # kept for section 8's decoding step (on a CPU)
-    del loaded
-    loaded = {}
+    del loaded                                 # section 8 loads the nf4 recipe again, after its sweep: the sweep's
+    loaded = {}                                # 840 matrices and four models would not fit the 4 GiB budget together
+    release_freed_memory()                     # course_utils.memory: give the freed weights back to the OS
 
 
 # %% [markdown]
@@ -1274,13 +1276,11 @@ if loaded:
 #   the RMSNorms in float32. The 4-bit scales, which the footprint leaves out, bring it to 160.6 MiB
 #   (3.20×). FP4 and NF4 take exactly the same memory: same blocks, same scales, a different table of
 #   16 values.
-# - **Speed.** On this CPU the book's 4-bit config took **less** time than fp32: a median 1.286 s for 32
-#   tokens against 1.987 s, 0.64× the time [95 % t interval 0.62, 0.66]. nf4, the same storage with another
-#   table of 16 values, took a median 1.295 s, but its ratio to fp32 varied from round to round: 0.74×
-#   [0.50, 1.10], an interval that contains 1, so this run does not tell its speed from fp32's (section 8
-#   times nf4's decoding steps more precisely). bf16 took 0.69× [0.66, 0.72]. The time does not follow
-#   the bytes: 3.20× fewer bytes took 0.64× the time, half the bytes 0.69×. Section 8 measures where the
-#   time of a product, and of a decoding step, goes.
+# - **Speed.** On this CPU the book's 4-bit config took **less** time than fp32: a median 1.260 s for 32
+#   tokens against 1.964 s, 0.65× the time [95 % t interval 0.63, 0.67]. nf4, the same storage with another
+#   table of 16 values, took a median 1.297 s, 0.66× [0.64, 0.67], also below 1. bf16 took 0.69× [0.66,
+#   0.73]. The time does not follow the bytes: 3.20× fewer bytes took 0.65× the time, half the bytes 0.69×.
+#   Section 8 measures where the time of a product, and of a decoding step, goes.
 # - **Output.** Greedy decoding follows fp32 for the first 10 of 32 tokens in bf16, and only the first
 #   4 (book config) or 5 (nf4) in 4 bits: the 4-bit rounding changes the text early, in line with the
 #   nf4 perplexity increase of section 6.
@@ -1304,7 +1304,8 @@ if loaded:
 # product reads its weights from memory, as a decoding step of the whole model does; in NF4 the 30 take
 # 14.2 MiB, which fits in the cache), or, at batch 1 only, **210 matrices**: the 30 stored 7 times over,
 # each copy in its own memory, so that even in NF4 they take 99.7 MiB, about three times the cache, and
-# every format reads its weights from memory; batches of 1, 4, 16 and 64 rows; four ways to store the weights: **fp32**, **bf16**, **NF4 in a real `bnb.nn.Linear4bit`** (on a CPU
+# NF4 too reads its weights from memory (these 210 are stored only in fp32 and in NF4 in `Linear4bit`,
+# the two formats this arm compares, to stay within the course's 4 GiB of memory); batches of 1, 4, 16 and 64 rows; four ways to store the weights: **fp32**, **bf16**, **NF4 in a real `bnb.nn.Linear4bit`** (on a CPU
 # with the AVX512-BF16 instructions `bitsandbytes` 0.50 repacks it at the first call and runs a fused
 # kernel that decodes the codes while it multiplies, in bf16) and **NF4 decoded to a float32 matrix at
 # every call, then an fp32 matmul** (`dequantize_4bit`, then `F.linear`: a 4-bit layer without a fused
@@ -1333,22 +1334,40 @@ def last_level_cache_bytes():
 
 
 def linear_layer(w, dtype):
-    """An nn.Linear holding w, in dtype."""
-    lay = nn.Linear(w.shape[1], w.shape[0], bias=False).requires_grad_(False)
+    """An nn.Linear holding w, created in dtype (no float32 temporary for a 16-bit layer)."""
+    lay = nn.Linear(w.shape[1], w.shape[0], bias=False, dtype=dtype).requires_grad_(False)
     lay.weight.copy_(w)
-    return lay.to(dtype).eval()
+    return lay.eval()
+
+
+def stack(make, n_copies, share_first=False):
+    """Layers for UP's 30 matrices, repeated n_copies times, each layer its own memory; with share_first (float32)
+    the first 30 layers hold the model's own matrices, which are separate memory already, instead of copies."""
+    out = []
+    for c in range(n_copies):
+        for w in UP:
+            if c == 0 and share_first:
+                lay = nn.Linear(w.shape[1], w.shape[0], bias=False, device="meta").requires_grad_(False)
+                lay.weight = nn.Parameter(w, requires_grad=False)
+                out.append(lay.eval())
+            else:
+                out.append(make(w))
+        release_freed_memory()                             # quantizing leaves temporaries behind
+    return out
 
 
 def nf4_layer(w):
-    """A real bitsandbytes Linear4bit (NF4, blocks of 64, bf16 compute): the fused CPU kernel where there is one."""
-    lay = bnb.nn.Linear4bit(w.shape[1], w.shape[0], bias=False, compute_dtype=torch.bfloat16, quant_type="nf4")
+    """A real bitsandbytes Linear4bit (NF4, blocks of 64, bf16 compute): the fused CPU kernel where there is one.
+    Built on the meta device, so no float32 weight is initialised only to be replaced."""
+    lay = bnb.nn.Linear4bit(w.shape[1], w.shape[0], bias=False, compute_dtype=torch.bfloat16, quant_type="nf4",
+                            device="meta")
     lay.weight = bnb.nn.Params4bit(w.clone(), requires_grad=False, quant_type="nf4")
     return lay.to("cpu").eval()
 
 
 def decode_then_matmul(w):
     """NF4 bytes decoded to a float32 matrix at every call (bnb's dequantize_4bit), then an fp32 matmul."""
-    packed, st = bnbF.quantize_4bit(w.clone(), blocksize=64, quant_type="nf4")
+    packed, st = bnbF.quantize_4bit(w, blocksize=64, quant_type="nf4")
     return lambda x: F.linear(x, bnbF.dequantize_4bit(packed, st))
 
 
@@ -1361,8 +1380,10 @@ SWEEP_FORMATS = {   # name: (one layer from a weight matrix, the dtype its input
 BATCHES = (1, 4, 16, 64)
 UP = [W_FP32[f"{i}.mlp.up_proj"] for i in range(model.config.num_hidden_layers)]   # SmolLM2's 30 up_proj (576 -> 1536)
 COPIES = 7                                                 # the 30 matrices stored 7 times: 210 matrices, each its own memory
-SIZES = {"1 matrix": (1, BATCHES), f"{len(UP)} matrices": (len(UP), BATCHES),   # in the cache, beyond it for fp32 and bf16,
-         f"{COPIES * len(UP)} matrices": (COPIES * len(UP), (1,))}             # beyond it for every format (batch 1 only)
+BEYOND = ("fp32", "nf4 fused (Linear4bit)")                # the two formats the 210 are stored in (the 4 GiB budget)
+SIZES = {"1 matrix": (1, BATCHES, tuple(SWEEP_FORMATS)),                       # in the cache,
+         f"{len(UP)} matrices": (len(UP), BATCHES, tuple(SWEEP_FORMATS)),      # beyond it for fp32 and bf16,
+         f"{COPIES * len(UP)} matrices": (COPIES * len(UP), (1,), BEYOND)}    # beyond it for fp32 and nf4 (batch 1 only)
 
 
 PRODUCTS = {1: 60, 4: 40, 16: 20, 64: 10}   # matrix products per measurement of one matrix (fewer as the batch grows)
@@ -1370,7 +1391,7 @@ PRODUCTS = {1: 60, 4: 40, 16: 20, 64: 10}   # matrix products per measurement of
 
 def sweep_round(stacks, r, scale=1.0):
     """One measurement of every (size, batch, format) cell, in an order rotated each round: seconds per matrix."""
-    cells = [(sz, b, f) for sz, (_, bs) in SIZES.items() for b in bs for f in SWEEP_FORMATS]
+    cells = [(sz, b, f) for sz, (_, bs, fs) in SIZES.items() for b in bs for f in fs]
     out = {}
     with torch.no_grad():
         for sz, b, f in cells[r % len(cells):] + cells[:r % len(cells)]:
@@ -1390,9 +1411,10 @@ if GRADING:
 else:
     SWEEP_ROUNDS = 4 if CI_MODE else 15
     XS = {b: torch.randn(b, 576, generator=torch.Generator().manual_seed(b)) for b in BATCHES}
+    release_freed_memory()                                     # course_utils.memory: a trimmed heap to start from
     with contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        stacks = {f: [make(w) for w in UP * COPIES] for f, (make, _) in SWEEP_FORMATS.items()}   # copies: separate memory
+        stacks = {f: stack(make, COPIES if f in BEYOND else 1, share_first=f == "fp32") for f, (make, _) in SWEEP_FORMATS.items()}
         sweep_round(stacks, 0, 0.1)                                # warm-up (and bnb's one-time repacking)
         for r in tqdm(range(SWEEP_ROUNDS), desc="sweep rounds", file=sys.stdout):
             for key, t in sweep_round(stacks, r).items():
@@ -1403,27 +1425,31 @@ else:
     print(f"torch threads: {torch.get_num_threads()} | last-level cache (/sys): {llc / MiB if llc else float('nan'):.0f} MiB | "
           f"AVX512-BF16: {bool(bnbF.has_avx512bf16())} | nf4 repacked for the fused CPU kernel: "
           f"{bool(getattr(stacks['nf4 fused (Linear4bit)'][0].weight.quant_state, 'packing_format_for_cpu', False))}")
-    for sz, (k, _) in SIZES.items():
-        print(f"{sz}: weights " + ", ".join(f"{f.split(' ')[0]} {k * v:.1f} MiB" for f, v in mat_mib.items())
+    for sz, (k, _, fs) in SIZES.items():
+        print(f"{sz}: weights " + ", ".join(f"{f.split(' ')[0]} {k * v:.1f} MiB" for f, v in mat_mib.items() if f in fs)
               + (f" (nf4: {k * mat_mib['nf4 fused (Linear4bit)'] * MiB / llc:.1f}x the cache)" if llc else ""))
     print(f"\nmicroseconds per 576 x 1536 matrix (median of {SWEEP_ROUNDS} rounds) and time / fp32 in the same round "
           f"(geometric mean, 95% t CI over rounds)")
     print(f"{'weights':13s}{'batch':>6s} | {'fp32':>7s} | " + " | ".join(f"{f:>31s}" for f in list(SWEEP_FORMATS)[1:]))
-    for sz, (_, bs) in SIZES.items():
+    for sz, (_, bs, fs) in SIZES.items():
         for b in bs:
             ref = sweep[(sz, b, "fp32")]
             cols = []
             for f in list(SWEEP_FORMATS)[1:]:
+                if f not in fs:
+                    cols.append("(not stored 210 times)")
+                    continue
                 g, lo, hi = ratio_ci(sweep[(sz, b, f)], ref)
                 cols.append(f"{1e6 * np.median(sweep[(sz, b, f)]):6.0f} us {g:5.2f}x [{lo:4.2f}, {hi:4.2f}]")
             print(f"{sz:13s}{b:>6d} | {1e6 * np.median(ref):4.0f} us | " + " | ".join(f"{c:>31s}" for c in cols))
-    for sz, (k, bs) in list(SIZES.items())[1:]:
+    for sz, (k, bs, fs) in list(SIZES.items())[1:]:
         print(f"\nsame format and batch, {sz} against 1 (time per matrix, paired by round; same arithmetic, more bytes):")
-        for f in SWEEP_FORMATS:
+        for f in fs:
             print(f"{f:30s} " + " | ".join(
                 "batch {:2d} {:4.2f}x [{:4.2f}, {:4.2f}]".format(b, *ratio_ci(sweep[(sz, b, f)], sweep[('1 matrix', b, f)]))
                 for b in bs))
     del stacks
+    release_freed_memory()
 
 # %% [markdown]
 # ### Exercise 5 — the bytes of weights one decoding step reads (2 points)
@@ -1561,9 +1587,9 @@ del _swb_cases
 # float32, so both models read it at every step; and it does **the rest** — attention over the cache,
 # RMSNorms, the MLP's activation, the framework's own work — where no weight matrix is read. The cell
 # below times decoding steps (one forward of one new token with the cache, as `generate` does after the
-# prompt) of the fp32 model and of section 7's nf4 model, and splits each step with forward hooks: time
-# inside the 210 block matrices, inside the head, and the rest (the step minus both; the hooks' own cost,
-# two Python calls per matrix, falls in the rest). Each round runs both
+# prompt) of the fp32 model and of an nf4 model loaded again with section 7's nf4 recipe, and splits
+# each step with forward hooks: time inside the 210 block matrices, inside the head, and the rest (the
+# step minus both; the hooks' own cost, two Python calls per matrix, falls in the rest). Each round runs both
 # models, in an order rotated each round, for the same steps after the same 24-token prompt. A share is
 # the mean over rounds of the per-round share (95 % t interval, `mean_ci`); nf4 / fp32 is the geometric
 # mean of the per-round ratios (`ratio_ci`). Beside them, the bytes of weights a step reads
@@ -1602,7 +1628,7 @@ def decode_steps(m, spent, prompt_ids, n):
 if GRADING:
     print("skipped while autograding")
 else:
-    if STEP_NF4 is None:                                    # section 7 ran on a GPU: the same nf4 recipe, on the CPU
+    if STEP_NF4 is None:                                    # section 7's nf4 recipe again, on the CPU
         with contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             STEP_NF4 = AutoModelForCausalLM.from_pretrained(RECIPE_PATH, device_map="cpu", attn_implementation=model.config._attn_implementation,
@@ -1652,37 +1678,38 @@ else:
 # %% [markdown]
 # **Observe** (the committed run: torch with 2 threads, a 32 MiB last-level cache). One explanation fits
 # these tables: **at batch 1, fp32's time follows the bytes it reads once its weights leave the cache; the
-# fused NF4 kernel's time hardly does; and a decoding step of the whole model gains less than the sweep's
-# matrices, because its head does not shrink, its rest shrinks little and its 4-bit matrices gain less.**
+# fused NF4 kernel's time grows far less, if at all; and a decoding step of the whole model gains less than
+# the sweep's matrices, because its head does not shrink, its rest shrinks less and its 4-bit matrices gain
+# less.**
 #
-# - **Beyond the cache, fp32 waits for its bytes.** The same fp32 products took 3.91× as long per matrix
-#   [95 % t interval 3.87, 3.96] when the 30 matrices (101.2 MiB) replaced the one that stays in the cache,
-#   and 4.00× [3.91, 4.09] with the 210 (708.8 MiB): same arithmetic, so at batch 1 the fp32 product waits
-#   for memory. bf16, with half the bytes, lost less: 2.00× [1.95, 2.05] and 1.90× [1.85, 1.95].
+# - **Beyond the cache, fp32 waits for its bytes.** The same fp32 products took 3.98× as long per matrix
+#   [95 % t interval 3.89, 4.07] when the 30 matrices (101.2 MiB) replaced the one that stays in the cache,
+#   and 3.94× [3.87, 4.01] with the 210 (708.8 MiB): same arithmetic, so at batch 1 the fp32 product waits
+#   for memory. bf16, with half the bytes, lost less with the 30: 2.14× [1.90, 2.41].
 # - **NF4 beyond the cache as well.** The 30 matrices in NF4 (14.2 MiB) fit in the cache; the 210 (99.7
-#   MiB, 3.1× the cache) do not. With the 210, NF4 in `Linear4bit` still took 0.20× fp32's time [0.19,
-#   0.20], as with the 30 (0.21× [0.21, 0.22]), and its own time per matrix grew 1.13× [1.12, 1.15] over
-#   its one-matrix time, against fp32's 4.00×. Keeping NF4 in the cache did not make its gain: with every
-#   format reading from memory, NF4's products took a fifth of fp32's time; bf16 took 0.43× [0.42, 0.45],
-#   and decoding the whole matrix at every call, then an fp32 matmul, 0.51× [0.49, 0.53].
-# - **In the cache, a smaller gain.** With one matrix at batch 1, NF4 in `Linear4bit` took 0.69× fp32's
-#   time [0.68, 0.70] and bf16 0.91× [0.90, 0.92]; decoding the matrix at every call cost 1.96× [1.93, 1.98].
-# - **The batch reduces the memory wait.** fp32's penalty for leaving the cache fell from 3.91× [3.87,
-#   3.96] at batch 1 to 2.14× [2.11, 2.18] at 4, 1.61× [1.60, 1.63] at 16 and 1.19× [1.14, 1.24] at 64, where each weight
+#   MiB, 3.1× the cache) do not. With the 210, NF4 in `Linear4bit` still took 0.23× fp32's time [0.19,
+#   0.28] (with the 30: 0.20× [0.20, 0.21]). Its own time per matrix showed no detectable change from its
+#   one-matrix time, 1.24× [0.92, 1.67]: the interval allows anything from 8 % less to 67 % more time, and
+#   lies far below fp32's 3.94× [3.87, 4.01]. Keeping NF4 in the cache did not make its gain: with both
+#   formats reading from memory, NF4's products took less than a third of fp32's time.
+# - **In the cache, a smaller gain.** With one matrix at batch 1, NF4 in `Linear4bit` took 0.74× fp32's
+#   time [0.61, 0.89] and bf16 0.93× [0.92, 0.94]; decoding the matrix at every call cost 2.03× [1.97, 2.10].
+# - **The batch reduces the memory wait.** fp32's penalty for leaving the cache fell from 3.98× [3.89,
+#   4.07] at batch 1 to 2.14× [2.07, 2.22] at 4, 1.61× [1.58, 1.65] at 16 and 1.20× [1.16, 1.24] at 64, where each weight
 #   read serves 64 rows. At batch 64 bf16 and the fused NF4 kernel were faster than fp32 in the cache
-#   (0.53× [0.46, 0.62] and 0.66× [0.63, 0.69]) and beyond it (0.47× [0.47, 0.48] and 0.55× [0.52, 0.58]) —
-#   both multiply in bf16 — while decoding then multiplying in fp32 was slower (1.23× [1.18, 1.29] in the
-#   cache, 1.04× [1.02, 1.05] beyond it): there 4 bits only add work.
-# - **The whole model, split.** A decoding step of SmolLM2 took a median 59.2 ms in fp32 and 38.2 ms in
-#   nf4: 0.65× [0.64, 0.66], not about 0.20×. The split shows where the difference is: nf4's 210 block
-#   matrices took 0.46× [0.45, 0.48] of fp32's time in them (17.1 ms against 37.2 ms); the head took the
-#   same time in both, 1.00× [0.99, 1.01] (9.6 and 9.5 ms: float32 in both models, 108.0 MiB read at every
-#   step); the rest took 0.92× [0.90, 0.94] (11.5 and 12.4 ms). In fp32's step the head was 16.1 % [16.0,
-#   16.2] and the rest 21.0 % [20.7, 21.3]; in nf4's, 25.0 % [24.6, 25.4] and 30.0 % [29.5, 30.5]. By bytes
-#   an nf4 step reads 161.8 MiB against 513.0 MiB (0.32), and 66.8 % of them are the head's. So the gap
-#   between the sweep's 0.20× and the step's 0.65× has three parts in this table: the head, which took the
-#   same time; the rest, which took 0.92×; and the model's 4-bit matrices, which took 0.46× of fp32's time
-#   rather than 0.20×. Those layers differ from the sweep's — other shapes (576 → 192 for `k_proj` and
+#   (0.51× [0.50, 0.52] and 0.71× [0.62, 0.81]) and beyond it (0.46× [0.46, 0.47] and 0.54× [0.52, 0.55]) —
+#   both multiply in bf16 — while decoding then multiplying in fp32 was slower (1.34× [1.21, 1.50] in the
+#   cache, 1.08× [1.02, 1.14] beyond it): there 4 bits only add work.
+# - **The whole model, split.** A decoding step of SmolLM2 took a median 62.2 ms in fp32 and 39.8 ms in
+#   nf4: 0.64× [0.63, 0.66], not about 0.20×. The split shows where the difference is: nf4's 210 block
+#   matrices took 0.47× [0.45, 0.48] of fp32's time in them (17.8 ms against 38.0 ms); in the head no
+#   difference was detected, 1.01× [0.99, 1.03] (9.6 ms in both: float32 in both models, 108.0 MiB read
+#   at every step); the rest took 0.86× [0.83, 0.90] (12.5 and 14.8 ms). In fp32's step the head was 15.4 %
+#   [15.2, 15.7] and the rest 23.5 % [22.3, 24.6]; in nf4's, 24.1 % [23.6, 24.7] and 31.5 % [30.5, 32.5]. By
+#   bytes an nf4 step reads 161.8 MiB against 513.0 MiB (0.32), and 66.8 % of them are the head's. So the
+#   gap between the sweep's 0.20× and the step's 0.64× has three parts in this table: the head, with no
+#   detectable difference (1.01× [0.99, 1.03]); the rest, which took 0.86×; and the model's 4-bit matrices,
+#   which took 0.47× of fp32's time rather than 0.20×. Those layers differ from the sweep's — other shapes (576 → 192 for `k_proj` and
 #   `v_proj`, for one), and compute in float16 (section 7's table) rather than bf16 — and this notebook does not
 #   separate which of these costs the time.
 #
@@ -1794,17 +1821,17 @@ del _g, _W, _x, _x2
 #    weight error grew slightly (1.4004e-02 against 1.3974e-02, +3.03e-05) and the perplexity change, -0.040 (-0.0013
 #    nats [-0.0045, +0.0020]), is inside its interval. What it bought is memory: the scale overhead went
 #    from 0.500 to 0.127 bit per weight (-4.7 MiB here, 4.83× instead of 4.62×).
-# 3. Faster, on this CPU: the book's recipe generated 32 tokens in a median 1.286 s against 1.987 s for
-#    fp32, 0.64× the time [95 % t interval 0.62, 0.66], below 1; nf4's ratio, 0.74× [0.50, 1.10], has an
-#    interval that contains 1 in that run, but its decoding steps in section 8 took 0.65× fp32's [0.64,
-#    0.66]; bf16 took 0.69× [0.66, 0.72]. In the sweep, at batch 1 the fp32 product waited for memory
-#    once its weights left the cache (3.91× slower per matrix with 30 matrices, 4.00× with 210), and NF4
-#    took 0.21× fp32's time there and still 0.20× with the 210 matrices, whose 99.7 MiB in NF4 do not fit in
-#    the cache either; with one matrix in the cache NF4 gained less (0.69×) and decoding at every call
-#    cost 1.96×; at batch 64 fp32's penalty for leaving the cache was down to 1.19× and decoding then
-#    multiplying in fp32 was slower (1.04×). The whole step gained less than the sweep's matrices: the
-#    float32 head (16.1 % of fp32's step) took the same time in nf4 (1.00×), the rest (21.0 %) only a
-#    little less (0.92×), and the model's 4-bit matrices took 0.46× of fp32's time, not 0.20×. The book's 0.64 s against
-#    1.06 s (Book §6.5) is one run on another machine, with no repetition or interval, and a GPU's kernels
-#    are not this CPU's: it cannot tell the two stories apart. Memory is the reliable gain; speed depends
-#    on the kernel, the cache, the batch and the parts of a step that 4 bits do not touch.
+# 3. Faster, on this CPU: the book's recipe generated 32 tokens in a median 1.260 s against 1.964 s for
+#    fp32, 0.65× the time [95 % t interval 0.63, 0.67], below 1; nf4 took 0.66× [0.64, 0.67], and its
+#    decoding steps in section 8 0.64× fp32's [0.63, 0.66]; bf16 took 0.69× [0.66, 0.73]. In the sweep,
+#    at batch 1 the fp32 product waited for memory once its weights left the cache (3.98× slower per
+#    matrix with 30 matrices, 3.94× with 210), and NF4 took 0.20× fp32's time there and 0.23× with the
+#    210 matrices, whose 99.7 MiB in NF4 do not fit in the cache either; with one matrix in the cache NF4
+#    gained less (0.74×) and decoding at every call cost 2.03×; at batch 64 fp32's penalty for leaving the
+#    cache was down to 1.20× and decoding then multiplying in fp32 was slower (1.08×). The whole step
+#    gained less than the sweep's matrices: in the float32 head (15.4 % of fp32's step) nf4 showed no
+#    detectable difference (1.01× [0.99, 1.03]), the rest (23.5 %) took 0.86×, and the model's 4-bit
+#    matrices took 0.47× of fp32's time, not 0.20×. The book's 0.64 s against 1.06 s (Book §6.5) is one
+#    run on another machine, with no repetition or interval, and a GPU's kernels are not this CPU's: it
+#    cannot tell the two stories apart. Memory is the reliable gain; speed depends on the kernel, the
+#    cache, the batch and the parts of a step that 4 bits do not touch.

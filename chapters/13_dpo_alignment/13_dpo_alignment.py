@@ -99,7 +99,8 @@ def load_pairs(path):
 PAIRS = load_pairs(asset_path("13_dpo_alignment/preferences.jsonl"))
 TRAIN_PAIRS = [p for p in PAIRS if p["split"] == "train"]
 HELDOUT_PAIRS = [p for p in PAIRS if p["split"] == "heldout"]
-print(f"{len(PAIRS)} pairs: {len(TRAIN_PAIRS)} train, {len(HELDOUT_PAIRS)} held out")
+print(f"{len(PAIRS)} pairs: {len(TRAIN_PAIRS)} train, {len(HELDOUT_PAIRS)} held out; "
+      f"{len({p['rejected'] for p in PAIRS})} distinct rejected answers in the file")
 print(json.dumps(PAIRS[0], indent=1))
 import tempfile
 with tempfile.TemporaryDirectory() as d:
@@ -524,7 +525,7 @@ if not AUTOGRADING:
 
     def make_trainer(model, ref, train_pairs, **config):
         # gradient_checkpointing: TRL's default recomputes every layer's forward in the backward pass to save
-        # memory that batches of 4 short pairs do not need; off, a DPO step here takes about 30 % less time
+        # memory that batches of 4 short pairs do not need; off, a DPO step here is faster
         args = DPOConfig(output_dir=str(course_utils.paths.cache_dir() / "dpo_runs"), bf16=False, use_cpu=True,
                          report_to="none", disable_tqdm=True, save_strategy="no", logging_steps=1,
                          max_length=256, seed=0, gradient_checkpointing=False, **config)
@@ -598,8 +599,9 @@ if not AUTOGRADING:
 # (policy = reference), not a sample of right and wrong verdicts, so there is no sampling noise to
 # describe; the table prints it as "0.500 (12 ties)".
 # To fit 2 CPU cores (≤ 5 min, ≤ 4 GiB) only the last `TRAIN_LAYERS` = 10 of the 30 decoder layers
-# are updated; the embeddings (tied to the LM head) and the first 20 layers stay frozen. That cuts
-# the backward pass and AdamW's two moments to a third; on a GPU you would train every layer.
+# are updated; the embeddings (tied to the LM head) and the first 20 layers stay frozen. The backward
+# pass then stops at layer 21, and AdamW keeps its two moments only for the parameters trained (their
+# count is printed below, about a quarter of the model); on a GPU you would train every layer.
 # Under autograding this section is skipped (no graded test uses it). CI mode runs 1 step, which only
 # proves the code runs; full mode runs `N_STEPS` = 10.
 
@@ -679,6 +681,8 @@ if N_STEPS:
         for tag, d in (("before", b), ("after", a)):
             q = np.quantile(d["margin"], [0, 0.25, 0.5, 0.75, 1])
             print(f"margin quantiles {tag:6s} (min, 25 %, median, 75 %, max): " + ", ".join(f"{v:.3f}" for v in q))
+        print("after - before, paired over the 12 pairs: " + ", ".join(
+            f"{key} {fmt_mean(a[key] - b[key])}" for key in ("logp chosen", "logp rejected")))
     m_un, m_fa = after["unseen"]["margin"], after["familiar"]["margin"]
     n_pos, n_nonzero = int((m_un > 0).sum()), int((m_un != 0).sum())
     print(f"\nunseen, after: {n_pos} of {n_nonzero} non-tied margins > 0; one-sided sign test "
@@ -796,10 +800,12 @@ if N_STEPS:
 # sentences reach a margin of 1.147 [0.956, 1.338], a paired difference of 0.880 [0.676, 1.084]. Much of what a
 # familiar-template held-out set (or TRL's train-batch `rewards/margins`) shows is the policy
 # learning to push down six particular sentences.
-# Look at the log-prob rows: the chosen log-prob moved from −17.000 to −16.813, far inside its
-# spread across pairs, while the unseen rejected answers fell from −90.742 to −93.225 and the
-# familiar ones from −93.119 to −104.402. DPO raises the chosen answer *relative to* the rejected one
-# (Book §8.2.1's "relativamente"); nothing in the loss requires the chosen log-prob to rise.
+# Look at the log-prob rows, paired pair by pair: the chosen log-prob rose a little, from −17.000 to
+# −16.813, by 0.187 [0.011, 0.364], while the unseen rejected answers fell by 2.483 [1.959, 3.007]
+# (−90.742 to −93.225) and the familiar ones by 11.282 [9.479, 13.085] (−93.119 to −104.402). Most of
+# the margin comes from pushing the rejected answers down. DPO raises the chosen answer *relative to*
+# the rejected one (Book §8.2.1's "relativamente"); nothing in the loss requires the chosen log-prob to
+# rise, and here it rose by a thirteenth of what the unseen rejected ones fell.
 #
 # Length, repetition and correctness (Book §8.5.1) show no measurable change: over 24 prompts the
 # answer length changed by −0.54 [−2.80, 1.72] tokens (Wilcoxon p = 0.46) and distinct-2 by −0.02
@@ -810,15 +816,18 @@ if N_STEPS:
 # 3600 by 60") as correct, because it contains "60". The key is still crude: the Romeo and Juliet first
 # sentence names Shakespeare and then credits "the 17th-century French playwright" — counted correct.
 # The answers change wording at most — blue and yellow give "blue" before and "a shade of blue" after; an hour has "36 minutes" before and "3600
-# minutes" after. DPO redistributes probability among behaviours the model already has; it does not
-# add knowledge (Book §8.2.3, §8.5.2).
+# minutes" after. What this run shows is no factual change on 12 questions (4/12 before and after); the
+# book's reading is that DPO redistributes probability among behaviours the model already has and does
+# not add knowledge (Book §8.2.3, §8.5.2).
 #
-# ### Too far: the same loss, twenty times the learning rate
+# ### Too far: five more steps at twenty times the learning rate
 #
 # DPO's loss keeps rewarding a lower rejected log-prob long after the preference is learned
 # ($-\log\sigma(m) > 0$ for every finite margin). Here we continue training the same policy with
 # a learning rate of `LR_FAR` = $2\cdot10^{-4}$ (20 times `LR`) for `N_FAR` = 5 more steps (full mode
 # only; the CI and autograding runs skip it) and look at the loss, the held-out log-probs and the generations.
+# Two things change at once — the rate and the number of steps — so this run shows where such training
+# goes, not which of the two takes it there.
 
 # %% nbgrader={"grade": false, "grade_id": "dpo_too_far", "locked": true, "schema_version": 3, "solution": false, "task": false}
 N_FAR = 0 if (AUTOGRADING or CI_MODE) else 5
@@ -849,15 +858,16 @@ else:
 # %% [markdown]
 # **Too far.** (Same stand-in model.) Five more steps at twenty times the learning rate drive the
 # training loss down step by step, `0.24, 0.035, 0.0013, 6.9e-05, 3.4e-06`: the preference on the
-# training pairs is "learned" to the sixth decimal. On the unseen held-out pairs the margin grows to 3.113
+# training pairs is "learned" to the fifth decimal. On the unseen held-out pairs the margin grows to 3.113
 # [2.599, 3.626], and all of it comes from the rejected side: their log-prob falls to −121.876 while
 # the chosen one is at −17.006, where it started (−17.000). The loss keeps rewarding a lower rejected
 # log-prob long after the preference is learned, and the generations drift in style, not in content:
 # blue and yellow now make "The perfect blend of blue and yellow. A harmonious union of the two
 # colors." — still no "green" — and the sky answer starts by repeating itself ("The sky's blue. The
-# sky's blue because of a process called Rayleigh scattering."). This is why β, the learning rate and the number of steps are kept small,
-# and why one watches a held-out margin and the generations rather than the training loss (Book
-# §8.2.2's anchoring).
+# sky's blue because of a process called Rayleigh scattering."). This is why the learning rate and the
+# number of steps are kept small, and why one watches a held-out margin and the generations rather than
+# the training loss (Book §8.2.2's anchoring; β, not varied here, sets how strongly the reference anchors
+# the policy: a larger β needs less movement for the same loss, Section 2).
 
 # %% [markdown]
 # ## 5. RLHF: reward model, KL-regularised objective, PPO's clip (Book §8.3.1–§8.3.2)
@@ -979,7 +989,7 @@ for name, r in runs.items():
     ax.fill_between(range(r.shape[1]), np.percentile(r, 10, 0), np.percentile(r, 90, 0), alpha=0.2)
 ax.set(xlabel="REINFORCE step (1 sample each, lr 0.5)", ylabel="π(best arm)", title="Bandit: concentration on the best arm")
 ax.legend(); plt.tight_layout(); plt.show()
-from course_utils.stats import diff_ci
+from course_utils.stats import diff_ci, diff_proportions_ci
 print(f"π(best), mean [95 % t-interval] over {len(seeds)} seeds (the same seeds for both)")
 for name, r in runs.items():
     worse = int((r[:, -1] < 0.5).sum())
@@ -997,8 +1007,10 @@ worse = {name: (r[:, -1] < 0.5).astype(float) for name, r in runs.items()}
 if any(w.any() for w in worse.values()):
     k_no, k_with = int(worse["no baseline"].sum()), int(worse["with baseline"].sum())
     fisher = stats.fisher_exact([[int(w.sum()), len(w) - int(w.sum())] for w in worse.values()])
+    newcombe = diff_proportions_ci(k_no, len(seeds), k_with, len(seeds))
     print(f"ending on a worse arm, without vs with baseline: {k_no}/{len(seeds)} vs {k_with}/{len(seeds)}, "
-          f"difference {(k_no - k_with) / len(seeds):+.3f}; Fisher exact test p = {fisher.pvalue:.2g}")
+          f"difference {newcombe.estimate:+.3f} [Newcombe 95 % {newcombe.low:+.3f}, {newcombe.high:+.3f}]; "
+          f"Fisher exact test p = {fisher.pvalue:.2g}")
 else:
     print(f"no seed of {len(seeds)} ended on a worse arm, with or without baseline")
 
@@ -1010,11 +1022,13 @@ else:
 # [0.928, 0.942] with it and 0.871 [0.840, 0.903] without, a difference of +0.063 [+0.031, +0.096]
 # (Welch p = 0.00016), and the spread over seeds shrinks from an sd of 0.228 to 0.050 (Brown–Forsythe
 # test of equal spread, p = 0.00014). Without a baseline 5 of 200 seeds ended on a worse arm
-# (0.025, Wilson [0.011, 0.057]), with it none ([0.000, 0.019]); the difference of the two rates,
-# +0.025, is not significant at the 5 % level (Fisher's exact test p = 0.061): 200 seeds per arm
-# cannot tell whether the baseline prevents these rare failures or only makes them rarer. A few dozen
-# seeds could not even estimate the rate. Both variants end concentrated on one arm — the "collapse" of Book §8.5.3 is just what
-# maximising expected reward does in a small action space with no entropy or KL term.
+# (0.025, Wilson [0.011, 0.057]), with it none ([0.000, 0.019]). The difference of the two rates is
+# +0.025 [+0.001, +0.057] (Newcombe's interval), while Fisher's exact test gives p = 0.061: at this edge
+# the two methods disagree on whether zero is excluded, and what the data allow is a difference from
+# about zero to 0.057 — a failure rate lowered by the baseline by at most about six runs in a hundred.
+# Both variants end concentrated on one arm: the "collapse" of Book §8.5.3 is what one expects from
+# maximising expected reward in a small action space with no entropy or KL term (no arm with such a
+# term was run here).
 #
 # ### GRPO: the group is the baseline (Book §8.3.3)
 #
@@ -1286,17 +1300,19 @@ del _g, _N, _T, _old, _lp0, _ref, _adv, _mask, _loss_and_grad, _lp_f
 # `clip_ratio/region_mean`), the mean per-token $k_3$ KL to the reference, and the completion length.
 # Last 10 layers trained as in Section 4, learning rate `GRPO_LR`. **Two arms, one factor**: the same
 # run with $\beta$ = 0.04 and with $\beta$ = 0 (no KL term), same seed, so the first batch is the same
-# and what differs afterwards is the pull towards the reference. **Held out**, before and after: 8
+# and what differs afterwards is the pull towards the reference. **Two training seeds** per arm (a seed
+# fixes which questions are drawn and the sampler's random numbers): how far two runs of one arm land
+# apart is the yardstick for what β changes. **Held out**, before and after: 8
 # sampled replies per held-out question with a fixed sampling seed, and per question the mean reward,
 # the share of replies that contain an integer answer at all, and the share that first restate
 # "$a$ + $b$" — so that a change of *form* (an integer where there was prose) can be told from a
 # change of *correctness* (the right integer, given that there is one: pooled over replies, with a
-# Wilson interval). The same replies at twice the token budget (16) show whether 8 tokens cut answers
-# short. Paired t-tests over the 12 questions. Full mode: `GRPO_STEPS` = 6 steps of 2 questions; CI
+# Wilson interval). The same replies at twice the token budget (16), paired question by question with
+# those at 8, show whether 8 tokens cut answers short. Paired t-tests over the 12 questions. Full mode: `GRPO_STEPS` = 6 steps of 2 questions; CI
 # mode: 1 step of 1 question and 3 held-out questions (a smoke run).
 #
-# **Checked against TRL first.** For speed each prompt runs once and its key/value cache is shared
-# by the group's completions; on the tiny random Llama of Section 3 we check that these per-token
+# **Checked against TRL first.** For speed the step's questions run as one batch, each prompt once,
+# and its key/value cache is shared by its group's completions; on the tiny random Llama of Section 3 we check that these per-token
 # log-probs equal a full forward pass, and that `grpo_loss` and its gradient equal those of
 # `GRPOTrainer.compute_loss` on the same batch with old log-probs that differ from the current ones
 # (so ratios are clipped) and $\beta$ = 0.04 (TRL's `use_bias_correction_kl` off: by default this TRL
@@ -1310,12 +1326,14 @@ GRPO_HELDOUT = 3 if CI_MODE else 12                         # CI mode: 3 held-ou
 
 
 def group_token_logprobs(model, prompt_ids, completions):
-    """Per-token log-probs (G, C) of G completions (G, C) of one prompt (1, L); the prompt runs once and its
-    key/value cache is shared by the G completions (no padding: one prompt per call)."""
-    out = model(prompt_ids, use_cache=True)
-    first = torch.log_softmax(out.logits[:, -1].float(), -1).expand(completions.shape[0], -1)[:, None]
+    """Per-token log-probs (P*G, C) of the completions (P*G, C) of P prompts (P, L) of equal length (no padding),
+    rows p*G to p*G + G - 1 answering prompt p (as `sample_group` returns them). Each prompt runs once, only its
+    last position goes through the LM head, and its key/value cache is shared by its G completions."""
+    G = completions.shape[0] // prompt_ids.shape[0]
+    out = model(prompt_ids, use_cache=True, logits_to_keep=1)
+    first = torch.log_softmax(out.logits[:, -1].float(), -1).repeat_interleave(G, 0)[:, None]
     cache = out.past_key_values
-    cache.batch_repeat_interleave(completions.shape[0])
+    cache.batch_repeat_interleave(G)
     rest = torch.log_softmax(model(completions[:, :-1], past_key_values=cache).logits.float(), -1)
     return torch.cat([first, rest], 1).gather(-1, completions[..., None]).squeeze(-1)
 
@@ -1325,7 +1343,7 @@ def sample_group(model, prompt_ids, G, C, gen):
     sampled at temperature 1: rows p*G to p*G + G - 1 answer prompt p. mask = 1 up to and including the first EOS
     (as TRL). One prompt: a (1, L) tensor."""
     with torch.no_grad():
-        out = model(prompt_ids, use_cache=True)
+        out = model(prompt_ids, use_cache=True, logits_to_keep=1)      # the head only at the prompt's last position
         cache = out.past_key_values
         cache.batch_repeat_interleave(G)
         logits, toks = out.logits[:, -1].float().repeat_interleave(G, 0), []
@@ -1406,6 +1424,11 @@ for _i in np.random.default_rng(13).permutation(len(_pairs)):
 SUM_TRAIN = [q for q in SUMS if q not in _held]                             # 24 training questions
 SUM_HELDOUT = _held[:GRPO_HELDOUT]                                          # 12 (CI mode: 3)
 assert len(_held) == 12 and not {tuple(sorted(q)) for q in SUM_TRAIN} & {tuple(sorted(q)) for q in _held}
+if GRPO_STEPS:
+    _n_twins = sum(a < b and (b, a) in SUM_HELDOUT for a, b in SUM_HELDOUT)
+    _n_doubles = sum(a == b for a, b in SUM_HELDOUT)
+    print(f"held-out questions: {', '.join(f'{a} + {b}' for a, b in SUM_HELDOUT)}: {_n_twins} pairs of commuted "
+          f"twins, {_n_doubles} doubles (a + a), {len(SUM_HELDOUT) - 2 * _n_twins - _n_doubles} without their twin")
 
 
 def sum_prompt(a, b):
@@ -1486,152 +1509,179 @@ def train_grpo(seed=0, beta=GRPO_BETA):
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=GRPO_LR, weight_decay=0.0)
     rng, gen, log = np.random.default_rng(seed), torch.Generator().manual_seed(seed), []
     for _ in tqdm(range(GRPO_STEPS), desc=f"GRPO steps (beta {beta:g}, seed {seed})"):
-        batch = []
-        for i in rng.choice(len(SUM_TRAIN), GRPO_P, replace=False):
-            a, b = SUM_TRAIN[i]
-            ids = sum_prompt(a, b)
-            comp, mask = sample_group(model, ids, GRPO_G, GRPO_LEN, gen)
-            r = group_rewards(comp, mask, a, b)
-            with torch.no_grad():
-                ref_lp = group_token_logprobs(ref_model, ids, comp)
-            batch.append({"ids": ids, "comp": comp, "mask": mask, "r": r, "adv": group_advantages(r[None])[0],
-                          "ref": ref_lp, "old": None})
-        clipped, kl = [], []
+        questions = [SUM_TRAIN[i] for i in rng.choice(len(SUM_TRAIN), GRPO_P, replace=False)]
+        ids = torch.cat([sum_prompt(a, b) for a, b in questions])   # equal lengths (one-digit numbers): one batch
+        comp, mask = sample_group(model, ids, GRPO_G, GRPO_LEN, gen)  # rows p*G .. p*G + G - 1 answer question p
+        r = torch.stack([group_rewards(comp[p * GRPO_G:(p + 1) * GRPO_G], mask[p * GRPO_G:(p + 1) * GRPO_G], a, b)
+                         for p, (a, b) in enumerate(questions)])      # (GRPO_P, GRPO_G): one group per question
+        adv = group_advantages(r).flatten()
+        with torch.no_grad():
+            ref_lp = group_token_logprobs(ref_model, ids, comp)
+        old_lp, clipped, kl = None, [], []
         for it in range(GRPO_MU):
             opt.zero_grad()
-            n_clip = n_kl = n_tok = 0.0
-            for bt in batch:
-                lp = group_token_logprobs(model, bt["ids"], bt["comp"])
-                if bt["old"] is None:            # first update: the policy is still the sampler, ratio = 1
-                    bt["old"] = lp.detach()
-                (grpo_loss(lp, bt["old"], bt["ref"], bt["adv"], bt["mask"], GRPO_EPS, beta) / GRPO_P).backward()
-                with torch.no_grad():
-                    ratio, adv, d = torch.exp(lp - bt["old"]), bt["adv"][:, None], bt["ref"] - lp
-                    region = ((ratio > 1 + GRPO_EPS) & (adv > 0)) | ((ratio < 1 - GRPO_EPS) & (adv < 0))
-                    n_clip += (region.float() * bt["mask"]).sum().item()
-                    n_kl += ((torch.exp(d) - d - 1) * bt["mask"]).sum().item()
-                    n_tok += bt["mask"].sum().item()
+            lp = group_token_logprobs(model, ids, comp)
+            if old_lp is None:                   # first update: the policy is still the sampler, ratio = 1
+                old_lp = lp.detach()
+            grpo_loss(lp, old_lp, ref_lp, adv, mask, GRPO_EPS, beta).backward()   # the mean over all P*G completions
+            with torch.no_grad():
+                ratio, d = torch.exp(lp - old_lp), ref_lp - lp
+                region = ((ratio > 1 + GRPO_EPS) & (adv[:, None] > 0)) | ((ratio < 1 - GRPO_EPS) & (adv[:, None] < 0))
+                clipped.append(((region.float() * mask).sum() / mask.sum()).item())
+                kl.append((((torch.exp(d) - d - 1) * mask).sum() / mask.sum()).item())
             opt.step()
-            clipped.append(n_clip / n_tok)
-            kl.append(n_kl / n_tok)
-        log.append({"reward": float(torch.cat([bt["r"] for bt in batch]).mean()), "clipped": clipped[-1],
-                    "kl": float(np.mean(kl)), "length": float(np.mean([bt["mask"].sum(1).mean().item() for bt in batch]))})
+        log.append({"reward": r.mean().item(), "clipped": clipped[-1], "kl": float(np.mean(kl)),
+                    "length": mask.sum(1).mean().item()})
     return model, log
 
 
 if GRPO_STEPS:
     from course_utils.stats import paired_t, wilson
-    GRPO_ARMS = {f"beta {GRPO_BETA:g}": GRPO_BETA, "beta 0": 0.0}       # one factor: the KL term; same seed
-    if CI_MODE:                                                        # a smoke run: one arm, one token budget
-        GRPO_ARMS = {f"beta {GRPO_BETA:g}": GRPO_BETA}
-    grpo_models, grpo_logs = {}, {}
-    for arm, beta in GRPO_ARMS.items():
-        grpo_models[arm], grpo_logs[arm] = train_grpo(seed=0, beta=beta)
-    print(f"GRPO on SmolLM2-135M-Instruct: {GRPO_STEPS} steps x {GRPO_P} questions x {GRPO_G} completions of <= "
-          f"{GRPO_LEN} tokens, {GRPO_MU} updates per batch, epsilon {GRPO_EPS}, lr {GRPO_LR:g}, seed 0; "
-          f"arms: {', '.join(GRPO_ARMS)}")
-    if CI_MODE:
-        print("CI mode: 1 step of 1 question, one arm, 3 held-out questions at 8 tokens (a smoke run); full mode trains "
-              "6 steps of 2 in two arms (beta 0.04 and 0), 12 held out at 8 and 16 tokens")
-    print(f"{'step':>4s} {'arm':>9s} {'reward (sampled)':>17s} {'clipped (update 2)':>19s} {'KL k3 (mean)':>13s} {'length':>7s}")
-    for s in range(GRPO_STEPS):
-        for arm in GRPO_ARMS:
-            h = grpo_logs[arm][s]
-            print(f"{s + 1:4d} {arm:>9s} {h['reward']:17.3f} {h['clipped']:19.3f} {h['kl']:13.4f} {h['length']:7.2f}")
-    # held out: the same 8 sampled replies per question for every model, at the trained budget and at twice it
-    grpo_eval = {}
-    for name, m in (("reference", ref_model), *grpo_models.items()):
+    GRPO_ARMS = {f"beta {GRPO_BETA:g}": GRPO_BETA, "beta 0": 0.0}       # one factor: the KL term; same seeds
+    GRPO_SEEDS = (0, 1)                                                # two training runs of each arm
+    if CI_MODE:                                                        # a smoke run: one arm, one seed, one budget
+        GRPO_ARMS, GRPO_SEEDS = {f"beta {GRPO_BETA:g}": GRPO_BETA}, (0,)
+    grpo_eval, grpo_logs, grpo_samples = {}, {}, {}
+
+    def evaluate(name, m):
+        """Held out: the same 8 sampled replies per question for every model, at the trained budget and at twice it;
+        and 3 sampled replies to each of the first two held-out questions (the same sampling seed for every model)."""
         for length, replies in heldout_replies(m, (GRPO_LEN,) if CI_MODE else (GRPO_LEN, 2 * GRPO_LEN)).items():
             grpo_eval[name, length] = reply_stats(replies)
+        gen = torch.Generator().manual_seed(5)
+        grpo_samples[name] = []
+        for a, b in SUM_HELDOUT[:2]:
+            c, mk = sample_group(m, sum_prompt(a, b), 3, GRPO_LEN, gen)
+            grpo_samples[name].append([tok.decode(x[y.bool()], skip_special_tokens=True) for x, y in zip(c, mk)])
+
+    evaluate("reference", ref_model)
+    for seed in GRPO_SEEDS:              # each trained model is evaluated, then freed: one policy in memory at a time
+        for arm, beta in GRPO_ARMS.items():
+            _m, grpo_logs[arm, seed] = train_grpo(seed=seed, beta=beta)
+            evaluate(f"{arm} s{seed}", _m)
+            del _m
+    RUNS = [f"{arm} s{seed}" for arm, seed in grpo_logs]
+    print(f"GRPO on SmolLM2-135M-Instruct: {GRPO_STEPS} steps x {GRPO_P} questions x {GRPO_G} completions of <= "
+          f"{GRPO_LEN} tokens, {GRPO_MU} updates per batch, epsilon {GRPO_EPS}, lr {GRPO_LR:g}; "
+          f"arms: {', '.join(GRPO_ARMS)}; training seeds {', '.join(map(str, GRPO_SEEDS))} (a seed fixes the "
+          f"questions drawn and the sampling; both arms of a seed start from the same batch)")
+    if CI_MODE:
+        print("CI mode: 1 step of 1 question, one arm, one seed, 3 held-out questions at 8 tokens (a smoke run); "
+              "full mode trains 6 steps of 2 in two arms (beta 0.04 and 0) with two seeds each, 12 held out at "
+              "8 and 16 tokens")
+    print(f"{'step':>4s} {'arm':>9s} {'seed':>4s} {'reward (sampled)':>17s} {'clipped (update 2)':>19s} "
+          f"{'KL k3 (mean)':>13s} {'length':>7s}")
+    for (arm, seed), log in grpo_logs.items():
+        for step, h in enumerate(log):
+            print(f"{step + 1:4d} {arm:>9s} {seed:4d} {h['reward']:17.3f} {h['clipped']:19.3f} {h['kl']:13.4f} "
+                  f"{h['length']:7.2f}")
     print(f"\nheld out: {GRPO_HELDOUT} questions (no commuted twin in training) x 8 sampled replies; per question, mean "
-          f"[95 % t-interval over questions]")
-    print(f"{'model':>10s} {'tokens':>6s} {'reward':>22s} {'has an integer':>22s} {'restates a + b':>22s}"
+          f"[95 % t-interval over questions]; s0, s1: training seed")
+    print(f"{'model':>14s} {'tokens':>6s} {'reward':>22s} {'has an integer':>22s} {'restates a + b':>22s}"
           f" {'correct | integer (pooled)':>30s}")
     for (name, length), (q, pooled) in grpo_eval.items():
         lo, hi = wilson(pooled["correct"], pooled["with_integer"]) if pooled["with_integer"] else (float("nan"),) * 2
         cond = (f"{pooled['correct']}/{pooled['with_integer']} = {pooled['correct'] / max(pooled['with_integer'], 1):.3f}"
                 f" [{lo:.3f}, {hi:.3f}]")
-        print(f"{name:>10s} {length:6d} {fmt_mean(q['reward']):>22s} {fmt_mean(q['integer']):>22s} "
+        print(f"{name:>14s} {length:6d} {fmt_mean(q['reward']):>22s} {fmt_mean(q['integer']):>22s} "
               f"{fmt_mean(q['restates']):>22s} {cond:>30s}")
-    for name, (q, pooled) in ((n, grpo_eval[n, GRPO_LEN]) for n in ("reference", *GRPO_ARMS)):
+    for name in ("reference", *RUNS):
+        pooled = grpo_eval[name, GRPO_LEN][1]
         if pooled["restating"]:
             print(f"{name}: replies that restate 'a + b' first: {pooled['restating']}, of which correct "
                   f"{pooled['restating_correct']} ({pooled['restating_correct'] / pooled['restating']:.3f})")
-    base = grpo_eval["reference", GRPO_LEN][0]["reward"]
+
+    def held_reward(name):
+        return grpo_eval[name, GRPO_LEN][0]["reward"]
+
+    def compare(label, after, before):
+        """A paired t over the held-out questions, printed on one line (no test when the two are equal)."""
+        if np.all(after == before):
+            print(f"{label}: equal on all {len(after)} questions")
+            return
+        pt = paired_t(after, before)
+        print(f"{label}: {pt.diff:+.3f} [{pt.low:+.3f}, {pt.high:+.3f}] (paired t over questions, p = "
+              f"{pt.pvalue:.2g}); higher / lower / equal: {int((after > before).sum())} / "
+              f"{int((after < before).sum())} / {int((after == before).sum())}")
+
     if not CI_MODE:                          # CI mode's 3 questions: no test (the table above is a smoke check)
-        for arm in GRPO_ARMS:
-            after = grpo_eval[arm, GRPO_LEN][0]["reward"]
-            if np.any(after != base):
-                pt = paired_t(after, base)
-                print(f"{arm:>9s} - reference, held-out reward ({GRPO_LEN} tokens): {pt.diff:+.3f} [{pt.low:+.3f}, "
-                      f"{pt.high:+.3f}] (paired t over questions, p = {pt.pvalue:.2g}); improved / worse / equal: "
-                      f"{int((after > base).sum())} / {int((after < base).sum())} / {int((after == base).sum())}")
-        a0, a1 = (grpo_eval[arm, GRPO_LEN][0]["reward"] for arm in GRPO_ARMS)   # full mode: both arms
-        if np.any(a0 != a1):
-            pt = paired_t(a1, a0)
-            print(f"beta 0 - beta {GRPO_BETA:g}, held-out reward: {pt.diff:+.3f} [{pt.low:+.3f}, {pt.high:+.3f}] "
-                  f"(paired t over questions, p = {pt.pvalue:.2g})")
-    _gen = torch.Generator().manual_seed(5)
-    for a, b in SUM_HELDOUT[:2]:
-        for name, m in (("reference", ref_model), *grpo_models.items()):
-            c, mk = sample_group(m, sum_prompt(a, b), 3, GRPO_LEN, _gen)
-            print(f"What is {a} + {b}?  {name:10s}: " + " | ".join(repr(tok.decode(x[y.bool()], skip_special_tokens=True))
-                                                               for x, y in zip(c, mk)))
+        print(f"\nheld-out reward at {GRPO_LEN} tokens, paired over the {GRPO_HELDOUT} questions:")
+        for name in RUNS:
+            compare(f"{name} - reference", held_reward(name), held_reward("reference"))
+        (arm1, _), (arm0, _) = GRPO_ARMS.items()
+        for seed in GRPO_SEEDS:              # the factor: beta, within a seed (same first batch)
+            compare(f"{arm0} - {arm1}, seed {seed}", held_reward(f"{arm0} s{seed}"), held_reward(f"{arm1} s{seed}"))
+        for arm in GRPO_ARMS:                # two runs of one arm: what a training seed alone moves
+            compare(f"{arm}: seed 1 - seed 0", held_reward(f"{arm} s1"), held_reward(f"{arm} s0"))
+        for name in ("reference", *RUNS):
+            compare(f"{name}: {2 * GRPO_LEN} tokens - {GRPO_LEN} tokens", grpo_eval[name, 2 * GRPO_LEN][0]["reward"],
+                    held_reward(name))
+        print("KL to the reference at the last step (the penalty beta x KL): " + ", ".join(
+            f"{arm} s{seed} {log[-1]['kl']:.4f} ({GRPO_ARMS[arm] * log[-1]['kl']:.4f})"
+            for (arm, seed), log in grpo_logs.items()))
+    for j, (a, b) in enumerate(SUM_HELDOUT[:2]):
+        for name in ("reference", *RUNS):
+            print(f"What is {a} + {b}?  {name:14s}: " + " | ".join(map(repr, grpo_samples[name][j])))
     fig, axes = plt.subplots(1, 4, figsize=(13, 2.8))
     steps = range(1, GRPO_STEPS + 1)
     for ax, key, label in zip(axes, ("reward", "clipped", "kl", "length"),
                               ("mean sampled reward", "clipped fraction (update 2)", "KL to reference (k3)",
                                "completion length (tokens)")):
-        for arm in GRPO_ARMS:
-            ax.plot(steps, [h[key] for h in grpo_logs[arm]], marker="o", label=arm)
+        for j, arm in enumerate(GRPO_ARMS):
+            for seed in GRPO_SEEDS:
+                ax.plot(steps, [h[key] for h in grpo_logs[arm, seed]], marker="o", color=f"C{j}",
+                        linestyle="-" if seed == 0 else "--", label=f"{arm}, seed {seed}")
         ax.set(xlabel="GRPO step", ylabel=label)
     axes[0].set_ylim(0, 1)
-    axes[0].legend(fontsize=8)
+    axes[0].legend(fontsize=7)
     plt.tight_layout(); plt.show()
-    del grpo_models
 else:
     print("GRPO run skipped under autograding; run the notebook in full mode to see it")
 
 
 # %% [markdown]
-# **Observe.** (Full mode; the policy is the offline stand-in SmolLM2-135M-Instruct, one training seed, two arms.)
-# The checks first: on the tiny Llama the shared-cache log-probs equal a full forward pass (max |diff|
-# `0.0e+00`), and on a batch where 6 of 12 ratios lie outside [0.8, 1.2], `grpo_loss` gives 0.033053
-# where TRL's `GRPOTrainer.compute_loss` gives 0.033053, and the two gradients differ by at most `4.8e-07` (gradient
-# norm 2.277; float32 rounding, whose last digit moves between runs). Then the run. Step 1 drew no correct
-# reply in either arm (sampled reward 0.000), so all its advantages are zero and it changes nothing: 5
-# steps train. The clipped fraction of the second update is, step by step, 0.000, 0.291, 0.256, 0.174,
-# 0.176, 0.063 (β = 0.04): from the second step on, a share of the tokens gets no gradient from the
+# **Observe.** (Full mode; the policy is the offline stand-in SmolLM2-135M-Instruct; two arms, two training
+# seeds each.) The checks first: on the tiny Llama the shared-cache log-probs equal a full forward pass
+# (max |diff| `0.0e+00`), and on a batch where 6 of 12 ratios lie outside [0.8, 1.2], `grpo_loss` gives
+# 0.033053 where TRL's `GRPOTrainer.compute_loss` gives 0.033053; their largest gradient difference is
+# `2.8e-06` (gradient norm 2.277; float32 rounding, whose last digits move between runs). Then the runs.
+# Seed 0's first step drew no correct reply in either arm (sampled reward 0.000): all its advantages are
+# zero and it changes nothing. The clipped fraction of the second update (β = 0.04) is, step by step,
+# 0.000, 0.203, 0.246, 0.297, 0.073, 0.066 in seed 0 and 0.505, 0.258, 0.236, 0.086, 0.047, 0.031 in
+# seed 1: once a step has a non-zero advantage, a share of its tokens gets no gradient from the
 # surrogate.
 #
-# **What β did here: little, in 6 steps.** The two arms draw the same first batches, and their logs stay
-# close: the mean k3 KL to the reference is the same until step 2 (0.0445), then a little higher
-# without the penalty from step 3 on (0.0433 vs 0.0427 at step 3, 0.1658 vs 0.1493 at step 5, 0.3817 vs
-# 0.3540 at step 6); the held-out reward of β = 0 minus β = 0.04 is +0.021 [-0.010, +0.052] (paired t over
-# questions, p = 0.17). One seed per arm, so the KL gap has no interval; the reward interval contains zero
-# and excludes differences larger than 0.052 in favour of β = 0 or 0.010 in favour of β = 0.04 — for these
-# two trained models: with one training seed it says nothing of how β's effect varies between runs (and
-# its 12 questions are 6 pairs of commuted twins, see below). This run does not show β holding the
-# policy back.
+# **What β did here: less than the seed did.** Within a seed the two arms start from the same batch.
+# The held-out reward of β = 0 minus β = 0.04 is +0.031 [-0.018, +0.081] in seed 0 (p = 0.19) and
+# +0.042 [-0.029, +0.112] in seed 1 (p = 0.22): both intervals contain zero, and neither allows an
+# advantage of β = 0.04 above 0.029 or of β = 0 above 0.112, for these runs. Changing only
+# the training seed moved the reward more: seed 1 minus seed 0 is +0.083 [-0.002, +0.169] with β = 0.04
+# and +0.094 [+0.003, +0.184] with β = 0. The KL to the reference at the last step is not lower with the
+# penalty — 0.1458 vs 0.1374 (seed 0), 0.4995 vs 0.4443 (seed 1), one value per run, so no interval —
+# and the two seeds of one arm lie further apart (0.1458 vs 0.4995) than the two arms of one seed. The
+# penalty is small here: β × KL is 0.0058 and 0.0200 per token at the last step, while the advantages
+# are standardised within each group (Exercise 3). These runs do not show β = 0.04 holding the policy
+# back in 6 steps; two seeds per arm say nothing about how β's effect varies over many runs.
 #
-# **What was taught: a form, and right sums in it.** On the 12 held-out questions (none has its
-# commuted twin among the training questions), the mean reward goes from 0.208 [0.048, 0.368] to 0.750
-# [0.588, 0.912] with β = 0.04: +0.542 [+0.382, +0.702] (paired t over questions, p = 1.3e-05; 12
-# questions improved, 0 got worse). The 12 questions are 6 pairs of commuted twins (2 + 7 and 7 + 2), which
-# are not independent: the t-intervals count them as 12 units and are likely too narrow. Two things changed. The **form**: the share of replies with an
-# integer answer goes from 0.396 [0.261, 0.531] to 0.948 [0.907, 0.989], and the share that restate
-# "$a$ + $b$" first from 0.333 [0.166, 0.500] to 0.917 [0.838, 0.995] — nearly every reply becomes an
-# equation. The **correctness within it**: among replies with an integer, 20 of 38 were right before
-# (0.526 [0.373, 0.675], Wilson) and 72 of 91 after (0.791 [0.697, 0.862]); among replies that restate
-# the question, 17 of 32 (0.531) before and 71 of 88 (0.807) after. Those two Wilson intervals do not
-# overlap, but they pool 8 replies per question, which are not independent: read them as a description
-# of these replies, not a test. The token budget did not hold the reference back: at 16 tokens its reward
-# is 0.219 [0.063, 0.374] and the trained policy's 0.771 [0.609, 0.933]. So on questions it never saw in
-# either order, GRPO taught the format the reward reads (an equation instead of prose) and, in these
-# replies, a larger share of right sums within that format (17/32 -> 71/88 among those that restate:
-# described, not tested) — the samples show both, and that wrong sums remain ("2 + 7 = 15"). GRPO
-# optimises the reward it is given, not the intent behind it (Book §8.5.3). One training seed: the curves
-# show one run, not the spread over seeds.
+# **What was taught: a form, and right sums in it.** The 12 held-out questions are 5 pairs of commuted
+# twins (2 + 7 and 7 + 2) and 2 doubles (1 + 1, 4 + 4); none has its twin among the training questions.
+# The twins are not independent: the t-intervals count 12 units and are likely too narrow. The mean
+# reward goes from 0.208 [0.048, 0.368] to 0.760 [0.596, 0.924] (β = 0.04, seed 0) up to 0.885 [0.787,
+# 0.984] (β = 0, seed 1); the paired gains over the reference run from +0.552 [+0.411, +0.694] to
+# +0.677 [+0.532, +0.823] (p ≤ 3.5e-06), and in every run all 12 questions improved. Two things
+# changed. The **form**: the share of replies with an integer answer goes from 0.396 [0.261, 0.531] to
+# 0.958–0.979, and the share that restate "$a$ + $b$" first from 0.333 [0.166, 0.500] to 0.938–0.969 —
+# nearly every reply becomes an equation. The **correctness within it**: among replies with an integer,
+# 20 of 38 were right before (0.526 [0.373, 0.675], Wilson) and 73 of 92 (0.793 [0.700, 0.864]) to 85 of
+# 94 (0.904 [0.828, 0.949]) after; among replies that restate the question, 17 of 32 (0.531) before and
+# 73 of 90 (0.811) to 85 of 93 (0.914) after. Those intervals pool 8 replies per question, which are not
+# independent: read them as a description of these replies, not a test. The 8-token budget cost little:
+# 16 tokens instead of 8 changes the reference's reward by +0.010 [-0.013, +0.033] (one question of 12
+# higher), so the budget held back at most about 0.03 of it, and no run gained more. So on questions it never saw in either order, GRPO taught
+# the format the reward reads (an equation instead of prose) and, in these replies, a larger share of
+# right sums within that format (described, not tested) — the samples show both, and that wrong sums
+# remain ("2 + 7 = 15" in all four runs' samples above). GRPO optimises the reward it is given, not the
+# intent behind it (Book §8.5.3).
 #
 # **A pitfall met on the way.** `DPOTrainer` (and `GRPOTrainer`) replace the `forward` of the models
 # they receive (TRL's `add_fused_lm_head`) with a closure that calls the *original object's*
@@ -1909,8 +1959,8 @@ else:
 # when it is shown first and 0.067 when it is shown second, a **position bias** of 0.867 [0.858,
 # 0.877] on a scale where 1 means "always the first answer" (Wilcoxon `p = 1.2e-07`); every one of
 # the 48 hard verdicts is "A". Averaged over both orders, its preference for the good answer is
-# 0.0008 [−0.0020, 0.0037] above one half (p = 0.79): **no measurable quality signal** — a correct
-# answer and an evasion score the same. The **verbosity bias** is tiny but detectable: the padded
+# 0.0008 [−0.0020, 0.0037] above one half (p = 0.79): **no measurable quality signal** — whatever
+# preference it has for a correct answer over an evasion is below 0.0037, the interval's upper end. The **verbosity bias** is tiny but detectable: the padded
 # copy gets 0.0032 [0.0004, 0.0060] above one half (p = 0.015), far below the position effect. And only 0.481 [0.454, 0.508] of the judge's next-token probability is on "A" or "B" at
 # all: restricting to the two labels hides that it often wants to say something else. Averaging both
 # orders removes the position effect but leaves nothing to measure; this judge cannot compare two
@@ -1918,11 +1968,12 @@ else:
 # The answer key of Section 4 is the kind of verifiable check Book §8.4.4 recommends instead.
 
 # %% [markdown]
-# ### Does the judge know the answer? Agreement with an answer key, three prompt wordings (Book §8.5.4)
+# ### Does the judge know the answer? Agreement with an answer key: four wordings, and a likelihood judge (Book §8.5.4)
 #
 # The pairs above have a better answer by design, but "better" is ours. Here the better answer is
 # **verifiable**: `N_KEY` arithmetic questions ("What is 23 + 48?", two-digit numbers drawn with a
-# seed), one correct answer and one wrong by ±1 or ±10 (same form, same length). Each pair is judged
+# seed), one correct answer and one wrong by ±1 or ±10 (same form; the same length in 23 of 24 pairs,
+# printed below). Each pair is judged
 # in **both orders**, under the original template and **two variations** of it (Book §8.5.4: "if a
 # metric changes a lot with small prompt changes, it is a weak signal"): a reworded question
 # ("One of these answers is correct … Which one is correct?") and the original with labels `1`/`2`
@@ -1937,9 +1988,9 @@ else:
 # $\tfrac12\big[p(\text{A}\mid\text{correct first}) + 1 - p(\text{A}\mid\text{correct second})\big]$, in
 # which a constant pull towards one slot cancels. Its verdict is right when that average exceeds
 # one half (a tie is not); over the $N$ pairs we print the count, its exact (Clopper–Pearson) 95 % interval and the
-# exact binomial test against chance (0.5), and the mean soft score minus 0.5 with its t-interval. The
-# power of that test was fixed before the run (printed below): what accuracy 24 pairs can detect
-# and how many pairs a judge of accuracy 0.65 would need.
+# exact binomial test against chance (0.5), and the mean soft score minus 0.5 with its t-interval; a
+# null is read by that interval. Printed last, for planning a next run only: the test's power at two
+# accuracies and how many pairs a judge of accuracy 0.65 would need.
 #
 # **Then the remedy of MT-Bench for maths questions: give the judge the key** (reference-guided
 # judging). A fourth wording puts the key's result after the question ("The answer key says the
@@ -2036,7 +2087,7 @@ if N_KEY:
         debiased = int(verdict.sum())               # verdicts from the order-averaged probability
         bt = stats.binomtest(debiased, N_KEY, 0.5)
         ci = bt.proportion_ci(method="exact")
-        key_results[name] = (int(right.sum()), int(both.sum()), first, debiased)
+        key_results[name] = verdict                 # per pair: is the debiased verdict right?
         print(f"{name:28s} {f'{int(right.sum())}/{2 * N_KEY}':>20s} {f'{int(both.sum())}/{N_KEY}':>21s} "
               f"{f'{first}/{2 * N_KEY}':>17s} {f'{debiased}/{N_KEY} = {debiased / N_KEY:.3f} [{ci.low:.3f}, {ci.high:.3f}], p = {bt.pvalue:.2g}':>40s} "
               f"{fmt_mean(soft - 0.5, 4):>24s}")
@@ -2049,9 +2100,16 @@ if N_KEY:
         k_right = int((d > 0).sum())
         bt = stats.binomtest(k_right, N_KEY, 0.5)
         ci = bt.proportion_ci(method="exact")
-        key_results[f"likelihood, {name}"] = (k_right,)
+        key_results[f"likelihood, {name}"] = d > 0
         print(f"{'likelihood, ' + name:28s} {f'{k_right}/{N_KEY} = {k_right / N_KEY:.3f} [{ci.low:.3f}, {ci.high:.3f}], p = {bt.pvalue:.2g}':>52s} "
               f"{fmt_mean(d, 2):>32s}")
+    if not CI_MODE:                       # the key against no key, on the same pairs: McNemar's exact test
+        for with_k, without in ((GUIDED, "original ('better', A/B)"), ("likelihood, key in the question", "likelihood, no key")):
+            mc = mcnemar_exact(key_results[with_k], key_results[without])
+            print(f"{with_k} vs {without}: right only with the key {mc.b}, only without {mc.c}, "
+                  f"McNemar exact p = {mc.pvalue:.2g}")
+    print(f"correct and wrong answers of the same length (characters): "
+          f"{sum(len(r) == len(w) for _, r, w in KEY_PAIRS)} of {N_KEY} pairs")
     # fixed before the run: what the exact binomial test over these pairs can detect (no "observed power")
     print(f"power of the exact two-sided binomial test (alpha 0.05) with {N_KEY} pairs: true accuracy 0.75 -> "
           f"{power_at(N_KEY, 0.75):.2f}, 0.65 -> {power_at(N_KEY, 0.65):.2f}; pairs needed for power >= 0.8 at "
@@ -2077,10 +2135,12 @@ else:
 # higher log-probability on 15/24 pairs [0.406, 0.812] (p = 0.31), with a mean margin of 1.67 [0.40, 2.93]:
 # the interval of the margin is above zero while the count's contains one half — the correct sum is
 # favoured on average, by margins too uneven to decide pair by pair. With the key in the question it is
-# right on 24/24 [0.858, 1.000] (p = 1.2e-07), margin 5.58 [4.67, 6.50]. With the key, judging reduces to
-# seeing which answer repeats a number already in the prompt, which a 135 M model does; without it, the
-# judge has to know the sum. Here the key helped only when the answers were scored by likelihood: asked for
-# a label with the key, the judge stayed at chance (9/24 [0.188, 0.594]). The unguided label verdicts are
+# right on 24/24 [0.858, 1.000] (p = 1.2e-07), margin 5.58 [4.67, 6.50]; on the same pairs, the key
+# turned 9 wrong verdicts right and no right one wrong (McNemar exact p = 0.0039). A likely reason, not
+# tested here: with the key, judging reduces to seeing which answer repeats a number already in the
+# prompt; without it, the judge has to know the sum. Asked for a label, the key did not help: with it the
+# debiased verdict is right on 9/24 [0.188, 0.594], against 14/24 with the original wording (right only
+# with the key on 2 pairs, only without it on 7; McNemar exact p = 0.18). The unguided label verdicts are
 # read by their intervals:
 # the best wording's [0.366, 0.779] still contains 0.75, so these 24 pairs cannot tell a judge at chance
 # from a fairly competent one; the power printed above (0.61 at 0.75; 90 pairs for 0.8 at 0.65) sizes a
@@ -2213,13 +2273,18 @@ TRAIN_CLEAN = ("Trains are a common way to travel. A fast train can travel at 30
                "and a regional train often leaves the station every hour.")
 TRAIN_LEAKED = TRAIN_CLEAN + (" Practice: a train leaves the station at 3 pm travelling at 60 km per hour. "
                               "How far has it travelled by 5 pm? Answer: 120 km.")
+TRAIN_REWORDED = TRAIN_CLEAN + (" Practice: a train departs at 3 pm and runs at 60 km an hour. "
+                                "What distance does it cover by 5 pm? 120 km.")   # the same item, reworded
 for n in (1, 3, 8, 13):
-    print(f"n={n:2d}: clean {ngram_overlap(BENCHMARK, TRAIN_CLEAN, n):.3f}   leaked {ngram_overlap(BENCHMARK, TRAIN_LEAKED, n):.3f}")
+    print(f"n={n:2d}: clean {ngram_overlap(BENCHMARK, TRAIN_CLEAN, n):.3f}   leaked {ngram_overlap(BENCHMARK, TRAIN_LEAKED, n):.3f}"
+          f"   reworded {ngram_overlap(BENCHMARK, TRAIN_REWORDED, n):.3f}")
 
 # %% [markdown]
-# Small $n$ flags ordinary shared vocabulary (the clean text shares many unigrams); large $n$
-# only fires on copied passages, but a light paraphrase ("A train" → "Practice: a train") or a
-# reformatted answer slips past it. Overlap is evidence of contamination, not proof of its absence.
+# Small $n$ flags ordinary shared vocabulary (the clean text shares 0.360 of the benchmark's
+# unigrams); large $n$ only fires on copied passages. A copy with a new first word ("A train" →
+# "Practice: a train") is still caught (0.947 at $n$ = 8), but the same item reworded (`TRAIN_REWORDED`:
+# "departs at 3 pm and runs at 60 km an hour …") scores 0.000 at $n$ = 8 and 13, like the clean text.
+# A high overlap is evidence of contamination; a low one is not proof that there is none.
 
 # %% [markdown]
 # ## 8. Checklist for alignment and evaluation experiments (Book §8.6)
@@ -2234,7 +2299,7 @@ for n in (1, 3, 8, 13):
 # | with LLM-as-a-judge, **log the judge prompt** and keep the format controlled | Section 6: `JUDGE_TEMPLATE`, one-letter answer, logits restricted to "A"/"B" |
 # | observe structural changes (length, evasiveness, patterns) even without semantic gain | Section 4: length and distinct-n before/after; the "too far" run |
 # | observe collapse in mini-RL and the role of the baseline | Section 5: the bandit's variance and π(best) with and without a baseline; GRPO trained with a group baseline, clipping and a KL penalty, its reward, clipped fraction, KL and length logged |
-# | observe the judge's sensitivity | Section 6: position and verbosity bias with intervals; agreement with an answer key under three prompt wordings |
+# | observe the judge's sensitivity | Section 6: position and verbosity bias with intervals; agreement with an answer key under four prompt wordings, and scored by likelihood with and without the key |
 # | **pitfall**: reading alignment as knowledge creation | Section 4: the answer key before/after; DPO moves preferences, not facts |
 # | **pitfall**: trusting LLM-as-a-judge as an absolute verifier | Section 6: a judge whose verdict follows the position, not the content |
 # | **pitfall**: comparing scores under contamination | Section 7: the n-gram overlap check |
@@ -2245,7 +2310,7 @@ for n in (1, 3, 8, 13):
 # | Book | not done here | why |
 # |---|---|---|
 # | §8.3.1 RLHF | training a reward model on human comparisons, then PPO with a learned value model | four models (policy, reference, reward, value) and many rollouts do not fit 2 CPU cores; the reward-model loss and PPO's clip are shown on numbers (Section 5), and GRPO (which drops the value model) is trained instead |
-# | §8.3.2, §8.3.3 | the on-/off-policy variants the book cites; long GRPO runs over several seeds | the run has 6 steps, one seed and 2 updates per batch, to fit 2 CPU cores |
+# | §8.3.2, §8.3.3 | the on-/off-policy variants the book cites; long GRPO runs over many seeds | the runs have 6 steps, two seeds per arm and 2 updates per batch, to fit 2 CPU cores |
 # | §8.3.3 | GRPO on a task that needs reasoning (multi-step maths, code), as in DeepSeek-R1 | a 135 M model on a CPU: the verifiable task here is one-digit addition with answers of at most 8 tokens |
 # | §8.4.1 | running MMLU-Pro, AIME, GPQA or LiveBench | the course runs offline, and a 135 M model scores near chance on them; they are named only |
 # | §8.4.4, §8.5.4 | a strong judge (a large model or an API) | offline and on a CPU the only judge is SmolLM2-135M-Instruct, which shows the failures (position bias, no competence) but not what a good judge does |
@@ -2266,20 +2331,22 @@ for n in (1, 3, 8, 13):
 # **Model answer** (numbers from the committed full-mode run, offline stand-in SmolLM2-135M-Instruct with
 # Q4_1-rounded weights; a student cites their own run's numbers).
 # (a) On the 12 held-out pairs with unseen rejected answers, after 10 steps: the chosen log-prob went
-# from −17.000 to −16.813, tiny next to its spread across pairs ([−24.348, −9.278] after); the rejected
-# one fell from −90.742 to −93.225; the margin went from exactly 0 (policy = reference) to 0.267
+# from −17.000 to −16.813, a small rise, 0.187 [0.011, 0.364] paired over pairs; the rejected one fell
+# from −90.742 to −93.225, by 2.483 [1.959, 3.007]; the margin went from exactly 0 (policy = reference) to 0.267
 # [0.229, 0.305]; accuracy with ties as half from 0.500 to 1.000 [0.758, 1.000], sign test p = 0.00024.
 # With the familiar training templates as rejected answers the margin is 1.147, a paired difference
 # of 0.880 [0.676, 1.084]: most of the learned preference is tied to the six training sentences.
 # DPO optimises the *difference* of log-ratios, so "increase the probability of chosen" holds only
-# relative to rejected (Book §8.2.1 says "relativamente"): the gain came from pushing the rejected
-# answers down, and the "too far" run shows the same, chosen at −17.006 while rejected fell to −121.876.
+# relative to rejected (Book §8.2.1 says "relativamente"): most of the gain came from pushing the
+# rejected answers down, and the "too far" run shows the same, chosen at −17.006 while rejected fell to −121.876.
 # (b) Position bias 0.867 [0.858, 0.877] (P(good) 0.934 when first, 0.067 when second); verbosity bias
 # 0.0032 [0.0004, 0.0060], small but p = 0.015; preference for the good answer averaged over orders
-# 0.0008 [−0.0020, 0.0037], p = 0.79, i.e. none. Against an answer key (24 arithmetic pairs, three
-# prompt wordings) it picked the first slot in 48/48 verdicts under every wording: accuracy 0.500 by
-# position alone, right in both orders on 0 of 24 pairs. A 135 M judge carries no signal about
-# quality here (Book §8.5.4); I would not use it to compare models. With a larger judge I would average both
+# 0.0008 [−0.0020, 0.0037], p = 0.79, i.e. none measurable. Against an answer key (24 arithmetic pairs,
+# four prompt wordings) it picked the first slot in 48/48 verdicts under every wording: accuracy 0.500
+# by position alone, right in both orders on 0 of 24 pairs. Its label verdicts carry no measurable
+# signal about quality here (Book §8.5.4), so I would not use them to compare models; scored by
+# likelihood the same model favours the correct sum on average (margin 1.67 [0.40, 2.93]) and, with
+# the key in the question, picks it on 24/24 pairs — a verifiable key is what made it work. With a larger judge I would average both
 # orders, report the position shift with its interval, and prefer verifiable checks such as the
 # answer key.
 # (c) Total variance ≈ 0.39 without and ≈ 0.22 with the expected-reward baseline, same mean

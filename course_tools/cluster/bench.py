@@ -50,13 +50,12 @@ def main(argv: list[str] | None = None) -> int:
 def measure(ch: str, students: int, jobs: int, start_slurm: bool = False) -> dict[str, object]:
     """The Slurm path against ``llm-course autograde --jobs`` on the same submissions (the module's
     docstring); the summary as a dict, ``ratio_slurm_over_local`` and where the difference went."""
-    args = argparse.Namespace(chapter=ch, students=students, jobs=jobs, start_slurm=start_slurm)
     for k, v in (("HF_HUB_OFFLINE", "1"), ("LLM_COURSE_OFFLINE", "1"), ("LLM_COURSE_CI", "1")):
         os.environ.setdefault(k, v)
     base = Path(tempfile.mkdtemp(prefix=f"bench-cluster-{ch}-"))
     cluster = None
     try:
-        if args.start_slurm:
+        if start_slurm:
             cluster = localslurm.start(base / "slurm")
             os.environ["SLURM_CONF"] = str(cluster.conf)
         os.environ["LLM_COURSE_REFERENCES"] = str(base / "references")
@@ -66,7 +65,7 @@ def measure(ch: str, students: int, jobs: int, start_slurm: bool = False) -> dic
         classroom.register([ch], local, log=lambda *_: None)
         source = json.loads((repo_root() / "solutions" / ch / f"{ch}.ipynb").read_text())
         student = json.loads((repo_root() / "notebooks" / ch / f"{ch}.ipynb").read_text())
-        for i in range(args.students):
+        for i in range(students):
             d = local / "submitted" / f"s{i:02d}" / ch
             d.mkdir(parents=True)
             (d / f"{ch}.ipynb").write_text(json.dumps(_fill(student, source)))
@@ -74,32 +73,32 @@ def measure(ch: str, students: int, jobs: int, start_slurm: bool = False) -> dic
         remote = base / "cluster"
         shutil.copytree(local, remote)
         classroom._reference_run(ch, local, lambda *_: None)   # cached for both: neither path pays it
-        out: dict[str, object] = {"chapter": ch, "students": args.students, "jobs": args.jobs,
+        out: dict[str, object] = {"chapter": ch, "students": students, "jobs": jobs,
                                   "cpus": os.cpu_count(), "load_before": os.getloadavg()}
         t0 = time.perf_counter()   # the whole command, as `llm-course autograde --jobs N` takes it
-        run = classroom.autograde(ch, local, jobs=args.jobs, log=lambda *_: None)
+        run = classroom.autograde(ch, local, jobs=jobs, log=lambda *_: None)
         out["local_jobs_s"] = round(time.perf_counter() - t0, 1)
         out["local_grading_s"] = round(run.seconds, 1)
         out["load_mid"] = os.getloadavg()
         os.environ["LLM_COURSE_NBGRADER_ROOT"] = str(remote)
         t0 = time.perf_counter()
-        m = slurm.prepare([ch], remote, remote / "cluster", shard_size=-(-args.students // args.jobs),
+        m = slurm.prepare([ch], remote, remote / "cluster", shard_size=-(-students // jobs),
                           log=lambda *_: None)
         out["prepare_s"] = round(time.perf_counter() - t0, 1)
-        jobs = slurm.submit(m, cpus=1, time_min=30, log=lambda *_: None)
-        states = slurm.wait([j["job"] for j in jobs], timeout=1800, poll=1.0)
+        submitted = slurm.submit(m, cpus=1, time_min=30, log=lambda *_: None)
+        states = slurm.wait([j["job"] for j in submitted], timeout=1800, poll=1.0)
         out["slurm_s"] = round(time.perf_counter() - t0, 1)
         out["ratio_slurm_over_local"] = round(out["slurm_s"] / out["local_jobs_s"], 3)
         tasks = []
         for s in m.shards:
             res = m.result(s.index) or {}
-            j = next(j for j in jobs if j["kind"] == "array" and s.index in j["indices"])
+            j = next(j for j in submitted if j["kind"] == "array" and s.index in j["indices"])
             st = states.get(f"{j['job']}_{s.index - j['offset']}", {})
             wall = _secs(st.get("start", ""), st.get("end", ""))
             tasks.append({"index": s.index, "students": len(s.students), "task_wall_s": wall,
                           "grading_s": res.get("timings", {}).get("grading_s"), "timings": res.get("timings")})
         out["tasks"] = tasks
-        mj = jobs[-1]["job"]
+        mj = submitted[-1]["job"]
         out["merge_job_wall_s"] = _secs(states.get(mj, {}).get("start", ""), states.get(mj, {}).get("end", ""))
         again = slurm.rerun(m, indices=[0], log=lambda *_: None)
         st2 = slurm.wait([again[0]["job"]], timeout=600, poll=1.0)
@@ -109,7 +108,7 @@ def measure(ch: str, students: int, jobs: int, start_slurm: bool = False) -> dic
         out["load_after"] = os.getloadavg()
         a = gradebook.dump(classroom.db_url(local), "llm-course", ch)
         b = gradebook.dump(classroom.db_url(remote), "llm-course", ch)
-        out["gradebooks_equal"] = a == b and len(a) == args.students
+        out["gradebooks_equal"] = a == b and len(a) == students
         fixed = [t["task_wall_s"] - t["grading_s"] for t in tasks
                  if t["task_wall_s"] is not None and t["grading_s"] is not None]
         # where the difference went: what the tasks did besides grading, and the rest (prepare,
