@@ -1144,7 +1144,7 @@ print(f"absmax bytes kept in quant_state (not counted):      {absmax_bytes:,}  (
 # (the book's GPU; its generation settings are not shown, nor any repetition).
 #
 # **The book's config is not NF4, and not INT4 either.** It sets no `bnb_4bit_quant_type`, and the
-# default is `"fp4"`: a 4-bit *floating-point* codebook (16 unevenly spaced codes, one of them −0; printed below)
+# default is `"fp4"`: a 4-bit *floating-point* codebook (16 unevenly spaced codes, printed below; bitsandbytes writes its −0 as an integer, so 0.0 appears twice: 15 distinct values)
 # with the same blocks of 64 and absmax scales as NF4. INT4 is the uniform integer grid of section 2;
 # NF4 is QLoRA's normal-quantile table of section 4. We load the book's config verbatim, the same
 # config with `bnb_4bit_quant_type="nf4"`, and a baseline the book does not show: **bf16** (the fair
@@ -1261,13 +1261,13 @@ if loaded:
     print("\nnf4's continuation:", repr(tok.decode(new_tokens["nf4"])[:70]))
     model.to("cpu")
     del loaded                                 # section 8 loads the nf4 recipe again, after its sweep: the sweep's
-    loaded = {}                                # 840 matrices and four models would not fit the 4 GiB budget together
+    loaded = {}                                # matrices and four models would not fit the 4 GiB budget together
     release_freed_memory()                     # course_utils.memory: give the freed weights back to the OS
 
 
 # %% [markdown]
 # **What this CPU shows** (the committed run: the offline SmolLM2 stand-in, SmolLM2-135M-Instruct with
-# Q4_1-rounded weights, on a 2-core CPU with AVX512-BF16, torch using 2 threads (section 8 prints it); your own
+# Q4_1-rounded weights, on a CPU with AVX512-BF16, torch using 2 threads (section 8 prints it); your own
 # run's numbers will differ: read yours).
 #
 # - **Memory.** The book's recipe stores the 210 matrices in 4 bits, yet `get_memory_footprint()` gives
@@ -1800,7 +1800,7 @@ del _g, _W, _x, _x2
 #    settle the question.
 
 # %% [markdown] nbgrader={"grade": true, "grade_id": "written_q1", "locked": false, "points": 2, "schema_version": 3, "solution": true, "task": false}
-# **Answer.** (model answer; numbers from the committed full-mode run of this notebook on a 2-core CPU
+# **Answer.** (model answer; numbers from the committed full-mode run of this notebook on a CPU
 # with the offline SmolLM2 stand-in, SmolLM2-135M-Instruct with Q4_1-rounded weights; timings differ
 # between runs and machines, so a student's numbers may differ)
 # 1. GPT-2 in 4 bits: 120.9 MiB (117.1 MiB with double quantization) against 474.70 MiB, i.e. 3.93×
@@ -1815,7 +1815,7 @@ del _g, _W, _x, _x2
 # 2. Over 511 held-out predicted tokens: fp32 25.371; bf16 25.336 and int8 25.391, changes of
 #    -0.035 and +0.020 whose mean NLL changes (-0.0014 nats [95 % t interval -0.0058, +0.0030] and
 #    +0.0008 [-0.0060, +0.0076]) contain 0: no measurable change. The 4-bit formats moved it: nf4
-#    31.491, +6.120 (+0.2161 nats per token [+0.1508, +0.2814]), and the book's own fp4+DQ most,
+#    31.491, +6.120 (+0.2161 nats per token [+0.1508, +0.2814]), and the book's own fp4+DQ by the largest point estimate,
 #    34.022, +8.651 (+0.2934 [+0.2077, +0.3792]; against nf4+DQ at the same bits +0.0786
 #    [-0.0191, +0.1762], not measurably different). Double quantization did not reduce the error: the
 #    weight error grew slightly (1.4004e-02 against 1.3974e-02, +3.03e-05) and the perplexity change, -0.040 (-0.0013

@@ -815,8 +815,10 @@ if N_STEPS:
 # answer would have counted the hour answer after DPO ("An hour is equivalent to 3600 minutes … multiply
 # 3600 by 60") as correct, because it contains "60". The key is still crude: the Romeo and Juliet first
 # sentence names Shakespeare and then credits "the 17th-century French playwright" — counted correct.
-# The answers change wording at most — blue and yellow give "blue" before and "a shade of blue" after; an hour has "36 minutes" before and "3600
-# minutes" after. What this run shows is no factual change on 12 questions (4/12 before and after); the
+# Wrong answers stay wrong, some in other words and some with another wrong value — blue and yellow give
+# "blue" before and "a shade of blue" after; an hour has "36 minutes" before and "3600 minutes" after; the
+# guitar "10" before and "12 strings" after. What this run shows is no change of correctness on 12
+# questions (4/12 before and after, 0 discordant); the
 # book's reading is that DPO redistributes probability among behaviours the model already has and does
 # not add knowledge (Book §8.2.3, §8.5.2).
 #
@@ -1026,7 +1028,8 @@ else:
 # +0.025 [+0.001, +0.057] (Newcombe's interval), while Fisher's exact test gives p = 0.061: at this edge
 # the two methods disagree on whether zero is excluded, and what the data allow is a difference from
 # about zero to 0.057 — a failure rate lowered by the baseline by at most about six runs in a hundred.
-# Both variants end concentrated on one arm: the "collapse" of Book §8.5.3 is what one expects from
+# On average both variants end concentrated on the best arm (mean π(best) 0.965 and 0.988 after 200
+# steps): the "collapse" of Book §8.5.3 is what one expects from
 # maximising expected reward in a small action space with no entropy or KL term (no arm with such a
 # term was run here).
 #
@@ -1651,12 +1654,13 @@ else:
 # seed 1: once a step has a non-zero advantage, a share of its tokens gets no gradient from the
 # surrogate.
 #
-# **What β did here: less than the seed did.** Within a seed the two arms start from the same batch.
+# **What β did here: nothing these runs can tell from the seed.** Within a seed the two arms start from the same batch.
 # The held-out reward of β = 0 minus β = 0.04 is +0.031 [-0.018, +0.081] in seed 0 (p = 0.19) and
 # +0.042 [-0.029, +0.112] in seed 1 (p = 0.22): both intervals contain zero, and neither allows an
 # advantage of β = 0.04 above 0.029 or of β = 0 above 0.112, for these runs. Changing only
-# the training seed moved the reward more: seed 1 minus seed 0 is +0.083 [-0.002, +0.169] with β = 0.04
-# and +0.094 [+0.003, +0.184] with β = 0. The KL to the reference at the last step is not lower with the
+# the training seed gave larger point estimates, seed 1 minus seed 0 +0.083 [-0.002, +0.169] with
+# β = 0.04 and +0.094 [+0.003, +0.184] with β = 0, but their intervals overlap the β differences': these
+# runs do not tell the two effects apart. The KL to the reference at the last step is not lower with the
 # penalty — 0.1458 vs 0.1374 (seed 0), 0.4995 vs 0.4443 (seed 1), one value per run, so no interval —
 # and the two seeds of one arm lie further apart (0.1458 vs 0.4995) than the two arms of one seed. The
 # penalty is small here: β × KL is 0.0058 and 0.0200 per token at the last step, while the advantages
@@ -1955,7 +1959,7 @@ else:
 
 # %% [markdown]
 # **Observe.** (Full mode; the judge is the offline stand-in SmolLM2-135M-Instruct.) The judge
-# puts P("A") ≈ 0.927 [0.924, 0.931] on every prompt, whatever it reads: the good answer gets 0.934
+# puts a mean P("A") of 0.927 [0.924, 0.931] on the 96 prompts, whatever they contain: the good answer gets 0.934
 # when it is shown first and 0.067 when it is shown second, a **position bias** of 0.867 [0.858,
 # 0.877] on a scale where 1 means "always the first answer" (Wilcoxon `p = 1.2e-07`); every one of
 # the 48 hard verdicts is "A". Averaged over both orders, its preference for the good answer is
@@ -1963,7 +1967,7 @@ else:
 # preference it has for a correct answer over an evasion is below 0.0037, the interval's upper end. The **verbosity bias** is tiny but detectable: the padded
 # copy gets 0.0032 [0.0004, 0.0060] above one half (p = 0.015), far below the position effect. And only 0.481 [0.454, 0.508] of the judge's next-token probability is on "A" or "B" at
 # all: restricting to the two labels hides that it often wants to say something else. Averaging both
-# orders removes the position effect but leaves nothing to measure; this judge cannot compare two
+# orders removes the position effect but leaves no measurable quality signal; this judge cannot compare two
 # models (Book §8.5.4: "if a metric changes a lot with small prompt changes, it is a weak signal").
 # The answer key of Section 4 is the kind of verifiable check Book §8.4.4 recommends instead.
 
@@ -2138,9 +2142,10 @@ else:
 # right on 24/24 [0.858, 1.000] (p = 1.2e-07), margin 5.58 [4.67, 6.50]; on the same pairs, the key
 # turned 9 wrong verdicts right and no right one wrong (McNemar exact p = 0.0039). A likely reason, not
 # tested here: with the key, judging reduces to seeing which answer repeats a number already in the
-# prompt; without it, the judge has to know the sum. Asked for a label, the key did not help: with it the
-# debiased verdict is right on 9/24 [0.188, 0.594], against 14/24 with the original wording (right only
-# with the key on 2 pairs, only without it on 7; McNemar exact p = 0.18). The unguided label verdicts are
+# prompt; without it, the judge has to know the sum. Asked for a label, the key showed no sign of helping:
+# with it the debiased verdict is right on 9/24 [0.188, 0.594], against 14/24 with the original wording,
+# a point estimate 5 pairs worse (right only with the key on 2 pairs, only without it on 7; McNemar exact
+# p = 0.18; no interval of the paired difference is printed). The unguided label verdicts are
 # read by their intervals:
 # the best wording's [0.366, 0.779] still contains 0.75, so these 24 pairs cannot tell a judge at chance
 # from a fairly competent one; the power printed above (0.61 at 0.75; 90 pairs for 0.8 at 0.65) sizes a
@@ -2281,7 +2286,7 @@ for n in (1, 3, 8, 13):
 
 # %% [markdown]
 # Small $n$ flags ordinary shared vocabulary (the clean text shares 0.360 of the benchmark's
-# unigrams); large $n$ only fires on copied passages. A copy with a new first word ("A train" →
+# unigrams); large $n$ only fires on copied passages. A copy with a new first word ("Question: A train" →
 # "Practice: a train") is still caught (0.947 at $n$ = 8), but the same item reworded (`TRAIN_REWORDED`:
 # "departs at 3 pm and runs at 60 km an hour …") scores 0.000 at $n$ = 8 and 13, like the clean text.
 # A high overlap is evidence of contamination; a low one is not proof that there is none.
